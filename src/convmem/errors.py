@@ -1,0 +1,136 @@
+"""The one error hierarchy of convmem.
+
+Every exception convmem raises on purpose derives from :class:`ConvmemError`.
+Driver exceptions (sqlite3, psycopg, redis, openai, ...) are converted where
+they enter the library, in one place per adapter::
+
+    ConvmemError
+     |- InvalidMessageError (ValueError)   names the field and the message index
+     |- ContextOverflowError               the irreducible context does not fit
+     |- UnknownModelError (KeyError)       suggests close model names
+     |- ConfigurationError                 e.g. a missing extra
+     |- StoreError
+     |   |- SessionNotFoundError (KeyError)
+     |   |- AmbiguousSessionError          lists the matching ids
+     |   `- ConflictError                  an optimistic check lost
+     `- LLMError                           summarizer, extractor or embedder failed
+
+Example::
+
+    try:
+        memory.add({"role": "tool", "content": "42"})
+    except InvalidMessageError as exc:
+        print(exc.field, exc.index)   # "tool_call_id", None
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "AmbiguousSessionError",
+    "ConfigurationError",
+    "ConflictError",
+    "ContextOverflowError",
+    "ConvmemError",
+    "InvalidMessageError",
+    "LLMError",
+    "SessionNotFoundError",
+    "StoreError",
+    "UnknownModelError",
+]
+
+
+class ConvmemError(Exception):
+    """Root of every error convmem raises on purpose."""
+
+
+class InvalidMessageError(ConvmemError, ValueError):
+    """A message (or one of its parts) is malformed.
+
+    Attributes:
+        field: the dotted path of the offending field, e.g. ``tool_calls[0].arguments``.
+        index: the position of the message in the batch being added, if any.
+    """
+
+    def __init__(self, reason: str, *, field: str | None = None, index: int | None = None) -> None:
+        self.reason = reason
+        self.field = field
+        self.index = index
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.index is not None:
+            where.append(f"message {self.index}")
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        return f"{', '.join(where)}: {self.reason}" if where else self.reason
+
+    def at(self, index: int) -> InvalidMessageError:
+        """Return a copy of this error located at message ``index`` of a batch."""
+        return InvalidMessageError(self.reason, field=self.field, index=index)
+
+    def __str__(self) -> str:
+        return self._render()
+
+
+class ContextOverflowError(ConvmemError):
+    """The irreducible part of the context (pinned + newest unit) exceeds the budget."""
+
+    def __init__(self, reason: str, *, needed: int, budget: int) -> None:
+        self.needed = needed
+        self.budget = budget
+        super().__init__(f"{reason} (needs {needed} tokens, budget {budget})")
+
+
+class UnknownModelError(ConvmemError, KeyError):
+    """The model name matches no registry entry."""
+
+    def __init__(self, model: str, suggestions: Sequence[str] = ()) -> None:
+        self.model = model
+        self.suggestions = tuple(suggestions)
+        hint = f"; did you mean {', '.join(repr(s) for s in self.suggestions)}?" if suggestions else ""
+        super().__init__(
+            f"unknown model {model!r}{hint} "
+            "(pass counter='approximate' to use a labelled approximate counter)"
+        )
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return str(self.args[0])
+
+
+class ConfigurationError(ConvmemError):
+    """convmem was configured in a way that cannot work (e.g. a missing extra)."""
+
+
+class StoreError(ConvmemError):
+    """A storage backend failed; the message names the backend and the location."""
+
+
+class SessionNotFoundError(StoreError, KeyError):
+    """No session has this id (or id prefix) for this user."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session not found: {session_id!r}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class AmbiguousSessionError(StoreError):
+    """An id prefix matches more than one session."""
+
+    def __init__(self, prefix: str, matches: Sequence[str]) -> None:
+        self.prefix = prefix
+        self.matches = tuple(matches)
+        super().__init__(f"session prefix {prefix!r} is ambiguous; it matches: {', '.join(self.matches)}")
+
+
+class ConflictError(StoreError):
+    """A concurrent change won an optimistic version check; reload and retry."""
+
+
+class LLMError(ConvmemError):
+    """A summarizer, fact extractor or embedder failed."""
