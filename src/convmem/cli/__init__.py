@@ -1,0 +1,58 @@
+"""The ``convmem`` command line (typer + rich).
+
+Commands:
+
+* ``convmem replay TRANSCRIPT.jsonl`` -- replay a transcript through a Memory and
+  report tokens, evictions and summaries per turn (:mod:`convmem.cli.replay`).
+
+Each command lives in its own module and is registered below with one line.
+
+Usage::
+
+    convmem --version
+    convmem replay examples/agent_session.jsonl --strategy summary_buffer --max-tokens 16000
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .. import __version__
+from .replay import replay
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="convmem",
+    help="Memory for LLM conversations and agents: exact token budgets, tool-call-safe eviction, summaries.",
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # a transcript in a local would flood the screen
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"convmem {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Memory for LLM conversations and agents: exact token budgets, tool-call-safe eviction, summaries."""
+
+
+app.command(name="replay")(replay)
+
+
+def main() -> None:
+    """Entry point of the ``convmem`` script and of ``python -m convmem``."""
+    app(prog_name="convmem")
