@@ -1,0 +1,126 @@
+"""convmem: memory for LLM conversations and agents.
+
+convmem holds a conversation and answers one question on every turn: which
+messages, summaries and recalled memories go into the next request, and
+within what token budget. It counts every message once with the model's own
+tokenizer, evicts whole units so a tool call is never split from its
+results, archives what it evicts, and renders the context for OpenAI Chat
+Completions, Anthropic Messages or the OpenAI Responses API.
+
+Example::
+
+    from convmem import Memory
+
+    memory = Memory(model="gpt-4o", max_output_tokens=1024)
+    memory.add({"role": "user", "content": "What is the capital of France?"})
+    ctx = memory.context()
+    ctx.request()       # {"messages": [...]}, within budget
+    ctx.account         # tokens per part, and what was left out and why
+
+Names are imported lazily, so ``import convmem`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    AmbiguousSessionError,
+    ConfigurationError,
+    ConflictError,
+    ContextOverflowError,
+    ConvmemError,
+    InvalidMessageError,
+    LLMError,
+    SessionNotFoundError,
+    StoreError,
+    UnknownModelError,
+)
+from .messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCall
+
+if TYPE_CHECKING:
+    from ._core import Stats
+    from .longterm.blocks import Block, CallableBlock, StaticBlock
+    from .memory import AsyncMemory, Memory
+    from .policy.context import Context, LeftOut
+    from .policy.repair import repair_messages
+    from .policy.strategies import Compaction, SlidingWindow, Summarizer, SummaryBuffer, TokenBudget
+    from .stores.memory import AsyncMemoryStore, MemoryStore
+    from .tokens import TokenCounter, counter_for, lookup_model
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "AsyncMemory": "memory",
+    "Memory": "memory",
+    "Stats": "_core",
+    "Context": "policy.context",
+    "LeftOut": "policy.context",
+    "Compaction": "policy.strategies",
+    "SlidingWindow": "policy.strategies",
+    "Summarizer": "policy.strategies",
+    "SummaryBuffer": "policy.strategies",
+    "TokenBudget": "policy.strategies",
+    "repair_messages": "policy.repair",
+    "Block": "longterm.blocks",
+    "CallableBlock": "longterm.blocks",
+    "StaticBlock": "longterm.blocks",
+    "AsyncMemoryStore": "stores.memory",
+    "MemoryStore": "stores.memory",
+    "TokenCounter": "tokens",
+    "counter_for": "tokens",
+    "lookup_model": "tokens",
+}
+
+__all__ = [
+    "AmbiguousSessionError",
+    "AsyncMemory",
+    "AsyncMemoryStore",
+    "AudioPart",
+    "Block",
+    "CallableBlock",
+    "Compaction",
+    "ConfigurationError",
+    "ConflictError",
+    "Context",
+    "ContextOverflowError",
+    "ConvmemError",
+    "FilePart",
+    "ImagePart",
+    "InvalidMessageError",
+    "LLMError",
+    "LeftOut",
+    "Memory",
+    "MemoryStore",
+    "Message",
+    "SessionNotFoundError",
+    "SlidingWindow",
+    "StaticBlock",
+    "Stats",
+    "StoreError",
+    "Summarizer",
+    "SummaryBuffer",
+    "TextPart",
+    "TokenBudget",
+    "TokenCounter",
+    "ToolCall",
+    "UnknownModelError",
+    "__version__",
+    "counter_for",
+    "lookup_model",
+    "repair_messages",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'convmem' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

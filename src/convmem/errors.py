@@ -92,8 +92,7 @@ class UnknownModelError(ConvmemError, KeyError):
         self.suggestions = tuple(suggestions)
         hint = f"; did you mean {', '.join(repr(s) for s in self.suggestions)}?" if suggestions else ""
         super().__init__(
-            f"unknown model {model!r}{hint} "
-            "(pass counter='approximate' to use a labelled approximate counter)"
+            f"unknown model {model!r}{hint} (pass counter='approximate' to use a labelled approximate counter)"
         )
 
     def __str__(self) -> str:  # KeyError would repr() the message otherwise

@@ -54,11 +54,12 @@ def _frozen_mapping(value: Mapping[str, Any] | None, field_name: str) -> Mapping
     for key in value:
         if not isinstance(key, str):
             raise InvalidMessageError(f"keys must be strings, got {key!r}", field=field_name)
+    copy = dict(value)  # json.dumps rejects a MappingProxyType, e.g. another message's extra
     try:
-        json.dumps(value)
+        json.dumps(copy)
     except (TypeError, ValueError) as exc:
         raise InvalidMessageError(f"must be JSON-serializable: {exc}", field=field_name) from None
-    return MappingProxyType(dict(value))
+    return MappingProxyType(copy)
 
 
 def _check_str(value: object, field_name: str, *, optional: bool = True, nonempty: bool = False) -> None:
@@ -225,9 +226,11 @@ class Message:
         _check_str(self.id, "id", nonempty=True)
         if self.created_at is not None and not isinstance(self.created_at, datetime):
             raise InvalidMessageError("must be a datetime", field="created_at")
-        if self.metadata:
+        # An empty mapping is replaced too: keeping the caller's (mutable) dict would let
+        # it change the "immutable" message later.
+        if self.metadata is not _EMPTY:
             object.__setattr__(self, "metadata", _frozen_mapping(self.metadata, "metadata"))
-        if self.extra:
+        if self.extra is not _EMPTY:
             object.__setattr__(self, "extra", _frozen_mapping(self.extra, "extra"))
 
     def _check_content(self) -> None:
@@ -236,8 +239,9 @@ class Message:
             if content is None and self.role != "assistant":
                 raise InvalidMessageError(f"is required for a {self.role} message", field="content")
             return
-        if isinstance(content, list):
-            content = tuple(content)
+        raw: Any = content
+        if isinstance(raw, list):  # lists are accepted at run time and frozen into tuples
+            content = tuple(raw)
             object.__setattr__(self, "content", content)
         if not isinstance(content, tuple):
             raise InvalidMessageError(
@@ -246,24 +250,31 @@ class Message:
         for i, part in enumerate(content):
             if not isinstance(part, _PART_TYPES):
                 raise InvalidMessageError(f"unknown part type {type(part).__name__}", field=f"content[{i}]")
-            if self.role in ("system", "developer", "tool") and not isinstance(part, TextPart):
-                if self.role != "tool" or not isinstance(part, ImagePart):
-                    raise InvalidMessageError(
-                        f"a {self.role} message may not hold a {part.type} part", field=f"content[{i}]"
-                    )
+            text_only = self.role in ("system", "developer") or (
+                self.role == "tool" and not isinstance(part, ImagePart)
+            )
+            if text_only and not isinstance(part, TextPart):
+                raise InvalidMessageError(
+                    f"a {self.role} message may not hold a {part.type} part", field=f"content[{i}]"
+                )
 
     def _check_tool_fields(self) -> None:
         calls = self.tool_calls
         if calls:
-            if isinstance(calls, list):
-                calls = tuple(calls)
+            raw: Any = calls
+            if isinstance(raw, list):  # lists are accepted at run time and frozen into tuples
+                calls = tuple(raw)
                 object.__setattr__(self, "tool_calls", calls)
             if self.role != "assistant":
-                raise InvalidMessageError(f"only assistant messages may call tools, not {self.role}", field="tool_calls")
+                raise InvalidMessageError(
+                    f"only assistant messages may call tools, not {self.role}", field="tool_calls"
+                )
             seen: set[str] = set()
             for i, call in enumerate(calls):
                 if not isinstance(call, ToolCall):
-                    raise InvalidMessageError(f"must be a ToolCall, got {type(call).__name__}", field=f"tool_calls[{i}]")
+                    raise InvalidMessageError(
+                        f"must be a ToolCall, got {type(call).__name__}", field=f"tool_calls[{i}]"
+                    )
                 if call.id in seen:
                     raise InvalidMessageError(f"duplicate tool call id {call.id!r}", field=f"tool_calls[{i}].id")
                 seen.add(call.id)

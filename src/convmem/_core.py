@@ -1,0 +1,370 @@
+"""The I/O-free core that ``Memory`` and ``AsyncMemory`` share.
+
+It validates and counts incoming messages, keeps the window, the running
+summary and the stats, asks the strategy for plans and builds contexts. It
+never touches a store or a model: the facades do that, in the order
+*prepare -> store.append -> push -> plan -> evict -> (summarize) -> save state*.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import ConfigurationError, InvalidMessageError
+from .formats.openai import to_openai
+from .longterm.blocks import Block, CallableBlock
+from .messages import Message
+from .policy.assembly import BlockText, Overflow, SummaryText, assemble, summary_message
+from .policy.context import Context, LeftOut
+from .policy.strategies import Plan, Strategy, make_strategy
+from .policy.truncate import truncate_text
+from .policy.units import Entry, Unit, Window
+from .stores.base import LoadedSession, SessionState, StoredMessage, SummaryRecord
+from .tokens import ModelInfo, TokenCounter, counter_for, lookup_model
+
+__all__ = ["FoldRequest", "MemoryCore", "Stats"]
+
+MAX_WARNINGS = 20
+MessageLike = Message | Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Running figures of a memory (see ``Memory.stats``)."""
+
+    messages: int
+    window_messages: int
+    context_tokens: int
+    archived: int
+    summarized: int
+    summaries: int
+    summary_failures: int
+    tokens_saved: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    warnings: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class FoldRequest:
+    """What the summarizer is asked: the previous summary and the new messages only."""
+
+    previous: str | None
+    messages: list[Message]
+    units: list[Unit]
+    max_tokens: int
+
+
+def _new_id() -> str:
+    return os.urandom(12).hex()
+
+
+class MemoryCore:
+    """Pure state and policy of one session."""
+
+    def __init__(
+        self,
+        *,
+        model: str | None,
+        max_tokens: int | None,
+        max_output_tokens: int | None,
+        counter: TokenCounter | str | None,
+        strategy: str | Strategy,
+        strategy_options: Mapping[str, Any],
+        on_overflow: Overflow,
+        summary_max_tokens: int | None,
+        blocks: Sequence[Block],
+        pinned_context: Any,
+    ) -> None:
+        if on_overflow not in ("truncate", "raise"):
+            raise ConfigurationError(f"on_overflow must be 'truncate' or 'raise', got {on_overflow!r}")
+        self.model = model
+        self.info, self.counter = _resolve_counter(model, counter)
+        if max_tokens is None and self.info is None:
+            raise ConfigurationError("give a known model or an explicit max_tokens so the budget is known")
+        self.budget = max_tokens if max_tokens is not None else self.info.context_window  # type: ignore[union-attr]
+        if max_output_tokens is not None:
+            self.reserve = max_output_tokens
+        elif max_tokens is None and self.info is not None:
+            self.reserve = self.info.max_output_tokens
+        else:
+            self.reserve = 0
+        if self.budget <= self.reserve:
+            raise ConfigurationError(
+                f"budget {self.budget} leaves no room after reserving {self.reserve} output tokens"
+            )
+        self.strategy: Strategy = make_strategy(strategy, **strategy_options) if isinstance(strategy, str) else strategy
+        self.on_overflow: Overflow = on_overflow
+        input_budget = self.budget - self.reserve
+        self.summary_max_tokens = summary_max_tokens or max(64, min(2000, input_budget // 10))
+        self.blocks: list[Block] = list(blocks)
+        if pinned_context is not None:
+            self.blocks.insert(0, CallableBlock("pinned_context", pinned_context, priority=0))
+        self.window = Window()
+        self.summary: SummaryText | None = None
+        self.unfolded: list[Unit] = []
+        self.state = SessionState()
+        self.counts: dict[str, Any] = _fresh_counts()
+
+    # -- adding ------------------------------------------------------------------------------
+    def prepare(self, items: Iterable[MessageLike]) -> list[tuple[Message, int]]:
+        """Parse, validate and count a batch without changing anything."""
+        messages = [Message.of(item, index=i) for i, item in enumerate(items)]
+        self.window.check_batch(messages)
+        now = datetime.now(timezone.utc)
+        prepared = []
+        count = self.counter.count_message
+        for index, message in enumerate(messages):
+            if message.id is None or message.created_at is None:
+                message = message.with_identity(message.id or _new_id(), message.created_at or now)
+            try:
+                prepared.append((message, count(message)))
+            except InvalidMessageError as exc:
+                raise exc.at(index) from None
+        return prepared
+
+    def push(self, seqs: Sequence[int], prepared: Sequence[tuple[Message, int]]) -> None:
+        push = self.window.push
+        for seq, (message, tokens) in zip(seqs, prepared, strict=True):
+            entry = Entry(seq, message, tokens)
+            entry.rendered = to_openai(message)
+            push(entry)
+        self.counts["messages"] += len(prepared)
+
+    # -- eviction ----------------------------------------------------------------------------
+    def limit(self) -> int:
+        summary = self.summary.tokens if self.summary is not None else 0
+        return max(1, self.budget - self.reserve - self.counter.reply_priming - self.window.pinned_tokens - summary)
+
+    def plan(self) -> Plan:
+        return self.strategy.plan(self.window, self.limit())
+
+    def evict(self, plan: Plan) -> list[Unit]:
+        units = [self.window.pop_oldest() for _ in range(plan.evict)]
+        counts = self.counts
+        for unit in units:
+            counts["evicted_messages"] += len(unit.entries)
+            counts["evicted_tokens"] += unit.tokens
+            if counts["first_evicted"] is None:
+                counts["first_evicted"] = unit.first_seq
+        self.state = _replace_state(self.state, window_start=self._window_start())
+        return units
+
+    def _window_start(self) -> int:
+        first = self.window.units[0].first_seq if self.window.units else None
+        if first is not None:
+            return first
+        return self.counts["last_seq"] + 1 if self.counts["last_seq"] is not None else self.state.window_start
+
+    def fold_request(self, units: list[Unit]) -> FoldRequest:
+        pending = self.unfolded + units
+        messages = [m for unit in pending for m in unit.messages]
+        previous = self.summary.text if self.summary is not None else None
+        return FoldRequest(previous, messages, pending, self.summary_max_tokens)
+
+    def fold_done(self, request: FoldRequest, text: object) -> bool:
+        """Install the new summary; returns False (and archives) if ``text`` is unusable."""
+        if not isinstance(text, str) or not text.strip():
+            self.fold_failed(
+                request, f"summarizer returned {'empty text' if isinstance(text, str) else type(text).__name__}"
+            )
+            return False
+        cut = truncate_text(self.counter.count_text, text.strip(), self.summary_max_tokens)
+        if cut is None:
+            self.fold_failed(request, "summary cap is too small to hold any text")
+            return False
+        if cut != text.strip():
+            self.warn(f"summary exceeded {self.summary_max_tokens} tokens and was truncated")
+        first = self.summary.first_seq if self.summary is not None else request.units[0].first_seq
+        last = request.units[-1].last_seq
+        message = summary_message(cut, first, last)
+        self.summary = SummaryText(cut, first, last, self.counter.count_message(message), message)
+        folded = sum(len(u.entries) for u in request.units)
+        self.counts["summarized_messages"] += folded
+        self.counts["summarized_tokens"] += sum(u.tokens for u in request.units)
+        self.counts["summaries"] += 1
+        self.unfolded = []
+        record = SummaryRecord(cut, first, last, self.summary.tokens, datetime.now(timezone.utc))
+        self.state = _replace_state(self.state, folded_to=last, summary=record)
+        return True
+
+    def fold_failed(self, request: FoldRequest, reason: str) -> None:
+        """Keep the units archived and queue them for the next fold (invariant 8)."""
+        self.counts["summary_failures"] += 1
+        self.warn(f"summary failed, messages archived instead and retried at the next eviction: {reason}")
+        self.unfolded = request.units
+        # Bound the retry queue: beyond it the oldest stay archived (and searchable) without folding.
+        while len(self.unfolded) > 1 and sum(u.tokens for u in self.unfolded) > 8 * self.summary_max_tokens:
+            self.unfolded.pop(0)
+
+    def warn(self, text: str) -> None:
+        warnings: list[str] = self.counts["warnings"]
+        warnings.append(text)
+        del warnings[:-MAX_WARNINGS]
+
+    def state_to_save(self) -> SessionState:
+        return _replace_state(self.state, stats=_persistable(self.counts))
+
+    # -- context -----------------------------------------------------------------------------
+    def block_texts(self, query: str | None) -> list[BlockText]:
+        return [BlockText(b.name, b.render(query), b.priority) for b in self.blocks]
+
+    def inputs(self, input: MessageLike | str | Sequence[MessageLike] | None) -> list[tuple[Message, int]]:
+        if input is None:
+            return []
+        if isinstance(input, str):
+            items: list[MessageLike] = [Message(role="user", content=input)]
+        elif isinstance(input, (Message, Mapping)):
+            items = [input]
+        else:
+            items = list(input)
+        messages = [Message.of(item, index=i) for i, item in enumerate(items)]
+        self.window.check_batch(messages)
+        return [(m, self.counter.count_message(m)) for m in messages]
+
+    def context(self, inputs: list[tuple[Message, int]], format: str, blocks: list[BlockText]) -> Context:
+        return assemble(
+            window=self.window,
+            counter=self.counter,
+            budget=self.budget,
+            reserve=self.reserve,
+            format=format,
+            summary=self.summary,
+            blocks=blocks,
+            inputs=inputs,
+            on_overflow=self.on_overflow,
+            evicted=self.evicted(),
+            render_openai=to_openai,
+        )
+
+    def evicted(self) -> list[LeftOut]:
+        counts = self.counts
+        out = []
+        summarized = counts["summarized_messages"]
+        archived = counts["evicted_messages"] - summarized
+        if self.summary is not None and summarized:
+            out.append(
+                LeftOut(
+                    "summarized",
+                    summarized,
+                    counts["summarized_tokens"],
+                    self.summary.first_seq,
+                    self.summary.last_seq,
+                    "folded into the running summary",
+                )
+            )
+        if archived:
+            tokens = counts["evicted_tokens"] - counts["summarized_tokens"]
+            out.append(
+                LeftOut(
+                    "archived",
+                    archived,
+                    tokens,
+                    counts["first_evicted"],
+                    self.state.window_start - 1,
+                    "evicted by the strategy; stored and searchable",
+                )
+            )
+        return out
+
+    def stats(self) -> Stats:
+        c = self.counts
+        summary_tokens = self.summary.tokens if self.summary is not None else 0
+        return Stats(
+            messages=c["messages"],
+            window_messages=self.window.messages,
+            context_tokens=self.window.pinned_tokens + summary_tokens + self.window.tokens,
+            archived=c["evicted_messages"] - c["summarized_messages"],
+            summarized=c["summarized_messages"],
+            summaries=c["summaries"],
+            summary_failures=c["summary_failures"],
+            tokens_saved=max(0, c["evicted_tokens"] - summary_tokens),
+            input_tokens=c["input_tokens"],
+            output_tokens=c["output_tokens"],
+            cost_usd=c["cost_usd"],
+            warnings=tuple(c["warnings"]),
+        )
+
+    # -- resume ------------------------------------------------------------------------------
+    def restore(self, loaded: LoadedSession) -> None:
+        """Rebuild the window, summary and stats from what the store read."""
+        self.window = Window()
+        self.state = loaded.state
+        self.counts = _fresh_counts() | dict(loaded.state.stats)
+        self.counts["warnings"] = list(self.counts["warnings"])
+        for stored in sorted([*loaded.pinned, *loaded.window], key=lambda s: s.seq):
+            entry = Entry(stored.seq, stored.message, stored.tokens)
+            entry.rendered = to_openai(stored.message)
+            self.window.push(entry)
+        record = loaded.state.summary
+        if record is not None:
+            message = summary_message(record.text, record.first_seq, record.last_seq)
+            self.summary = SummaryText(record.text, record.first_seq, record.last_seq, record.tokens, message)
+        self.unfolded = _as_units(loaded.unfolded)
+
+    def note_seqs(self, seqs: Sequence[int]) -> None:
+        if seqs:
+            self.counts["last_seq"] = seqs[-1]
+
+
+def _resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:
+    """The model's registry entry (if known) and the counter to use; never approximates silently."""
+    if isinstance(counter, str) and counter != "approximate":
+        raise ConfigurationError(f"counter must be a TokenCounter or 'approximate', got {counter!r}")
+    if model is None:
+        # Without a model the budget is explicit; o200k_base is exact for every current OpenAI model.
+        if counter is None or isinstance(counter, str):
+            return None, counter_for("gpt-4o", counter="approximate" if counter else None)
+        return None, counter
+    try:
+        info: ModelInfo | None = lookup_model(model)
+    except KeyError:
+        if counter is None:
+            raise
+        info = None
+    if counter is None or isinstance(counter, str):
+        return info, counter_for(model, counter="approximate" if counter else None)
+    return info, counter
+
+
+def _as_units(stored: Sequence[StoredMessage]) -> list[Unit]:
+    window = Window()
+    for s in stored:
+        if s.message.role == "tool" and window.last is None:
+            continue  # the read began inside a unit; its head is older than the retry queue
+        window.push(Entry(s.seq, s.message, s.tokens))
+    return list(window.units)
+
+
+def _fresh_counts() -> dict[str, Any]:
+    return {
+        "messages": 0,
+        "evicted_messages": 0,
+        "evicted_tokens": 0,
+        "summarized_messages": 0,
+        "summarized_tokens": 0,
+        "summaries": 0,
+        "summary_failures": 0,
+        "first_evicted": None,
+        "last_seq": None,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cached_input_tokens": 0,
+        "cost_usd": 0.0,
+        "warnings": [],
+    }
+
+
+def _persistable(counts: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, list) else v) for k, v in counts.items()}
+
+
+def _replace_state(state: SessionState, **changes: Any) -> SessionState:
+    from dataclasses import replace
+
+    return replace(state, **changes)

@@ -1,0 +1,335 @@
+"""Context assembly: fit pinned + summary + blocks + window + input into the budget, exactly.
+
+Pure: it reads the window and already-rendered block texts and returns a
+:class:`Context`; it never changes the window and never does I/O.
+
+The budget is spent in this order. The *irreducible* part goes in first:
+pinned system messages, the newest complete unit, the input and priority-0
+blocks. The rest fits around it; when it does not, convmem gives up, in turn:
+the lowest-priority blocks (truncated, then dropped), the oldest window units
+(left out for this turn only, still active), and the summary. If the
+irreducible part alone is too big, ``on_overflow`` decides: ``"raise"``
+raises :class:`ContextOverflowError`, ``"truncate"`` cuts the largest
+irreducible texts with a visible marker. The total, counted by the model's own
+counter with its per-message overhead, plus the reserved output, never
+exceeds the budget.
+
+In the common case (everything fits, no dynamic blocks) assembly is O(1) in
+Python plus a C-level copy of the window's cached OpenAI dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, Literal
+
+from ..errors import ContextOverflowError
+from ..messages import Message
+from ..tokens import TokenCounter
+from .context import Account, Context, LeftOut, Truncation
+from .truncate import truncate_message, truncate_text
+from .units import Unit, Window
+
+__all__ = ["BlockText", "Overflow", "SummaryText", "assemble", "default_block_template", "summary_message"]
+
+Overflow = Literal["truncate", "raise"]
+SUMMARY_HEADER = "Summary of the earlier conversation (messages {first}-{last}):\n"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockText:
+    """A block's text for this turn: lower ``priority`` numbers are kept longer; 0 is never cut."""
+
+    name: str
+    text: str
+    priority: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryText:
+    """The running summary and the seq range it covers; ``tokens`` is its message's count."""
+
+    text: str
+    first_seq: int
+    last_seq: int
+    tokens: int
+    message: Message
+
+
+def summary_message(text: str, first_seq: int, last_seq: int) -> Message:
+    """The system message that carries the running summary into the context."""
+    return Message(role="system", content=SUMMARY_HEADER.format(first=first_seq, last=last_seq) + text)
+
+
+def default_block_template(blocks: Sequence[BlockText]) -> str:
+    """Render blocks Letta-style: each one in ``<name>...</name>`` tags, in order."""
+    return "\n\n".join(f"<{b.name}>\n{b.text}\n</{b.name}>" for b in blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sized:
+    message: Message
+    tokens: int
+    seq: int | None
+
+
+def assemble(
+    *,
+    window: Window,
+    counter: TokenCounter,
+    budget: int,
+    reserve: int,
+    format: str = "openai",
+    summary: SummaryText | None = None,
+    blocks: Sequence[BlockText] = (),
+    inputs: Sequence[tuple[Message, int]] = (),
+    on_overflow: Overflow = "truncate",
+    evicted: Sequence[LeftOut] = (),
+    template: Callable[[Sequence[BlockText]], str] = default_block_template,
+    render_openai: Callable[[Message], dict[str, Any]] | None = None,
+) -> Context:
+    """Build the context for the next request. See the module docstring for the order of sacrifice."""
+    overhead = counter.reply_priming
+    if format == "anthropic":
+        overhead += _placeholder_tokens(counter)
+    available = budget - reserve - overhead
+    left_out: list[LeftOut] = list(evicted)
+    warnings: list[str] = []
+
+    units = window.units
+    pending = window.pending
+    stop = len(units) - (pending is not None)
+    if pending is not None:
+        left_out.append(
+            LeftOut(
+                "pending_tool_results",
+                len(pending),
+                pending.tokens,
+                pending.first_seq,
+                pending.last_seq,
+                f"awaiting results for calls {sorted(pending.pending)}",
+            )
+        )
+    window_tokens = window.tokens - (pending.tokens if pending is not None else 0)
+    input_tokens = sum(tokens for _, tokens in inputs)
+    summary_tokens = summary.tokens if summary is not None else 0
+    kept_blocks = [b for b in blocks if b.text]
+    blocks_message, blocks_tokens = _render_blocks(counter, kept_blocks, template)
+
+    start = 0
+    total = window.pinned_tokens + summary_tokens + blocks_tokens + window_tokens + input_tokens
+    if total > available:
+        kept_blocks, _ = _shrink_blocks(counter, kept_blocks, total - available, left_out)
+        blocks_message, new_blocks_tokens = _render_blocks(counter, kept_blocks, template)
+        total += new_blocks_tokens - blocks_tokens
+        blocks_tokens = new_blocks_tokens
+        if total > available:
+            start, dropped_tokens = _drop_oldest(units, stop, total - available, left_out)
+            window_tokens -= dropped_tokens
+            total -= dropped_tokens
+        if total > available and summary is not None:
+            left_out.append(
+                LeftOut(
+                    "budget", 0, summary_tokens, summary.first_seq, summary.last_seq, "the running summary did not fit"
+                )
+            )
+            total -= summary_tokens
+            summary, summary_tokens = None, 0
+
+    pinned = [_Sized(e.message, e.tokens, e.seq) for e in window.pinned]
+    newest = [_Sized(e.message, e.tokens, e.seq) for e in units[stop - 1].entries] if stop > start else []
+    sized_inputs = [_Sized(m, t, None) for m, t in inputs]
+    truncations: list[Truncation] = []
+    if total > available:
+        irreducible = pinned + newest + sized_inputs
+        needed = total
+        if on_overflow == "raise":
+            raise ContextOverflowError(
+                "the pinned messages, the newest unit and the input do not fit",
+                needed=needed + overhead + reserve,
+                budget=budget,
+            )
+        saved = _truncate_largest(counter, irreducible, total - available, truncations)
+        if saved < total - available:
+            raise ContextOverflowError(
+                "even truncated, the irreducible context does not fit",
+                needed=needed + overhead + reserve,
+                budget=budget,
+            )
+        total -= saved
+        warnings.append(f"truncated {len(truncations)} oversized message(s) to fit the budget")
+        pinned = irreducible[: len(pinned)]
+        newest = irreducible[len(pinned) : len(pinned) + len(newest)]
+        sized_inputs = irreducible[len(pinned) + len(newest) :]
+        window_tokens = sum(u.tokens for u in islice(units, start, max(start, stop - 1))) + sum(
+            s.tokens for s in newest
+        )
+        pinned_tokens = sum(s.tokens for s in pinned)
+        input_tokens = sum(s.tokens for s in sized_inputs)
+    else:
+        pinned_tokens = window.pinned_tokens
+
+    truncated_seqs = {t.seq for t in truncations}
+    system_extra: list[Message] = []
+    if summary is not None:
+        system_extra.append(summary.message)
+    if blocks_message is not None:
+        system_extra.append(blocks_message)
+
+    account = Account(
+        budget=budget,
+        reserved_output=reserve,
+        pinned=pinned_tokens,
+        summary=summary_tokens,
+        blocks=_block_tokens(counter, kept_blocks, blocks_tokens),
+        window=window_tokens,
+        input=input_tokens,
+        overhead=overhead,
+        exact=counter.exact,
+        counter=counter.name,
+    )
+    window_range = (units[start].first_seq, units[stop - 1].last_seq) if stop > start else None
+    if format == "openai" and render_openai is not None and not truncated_seqs:
+        messages = [_cached(e, render_openai) for e in window.pinned]
+        messages += [render_openai(m) for m in system_extra]
+        messages += islice(window.rendered,  # type: ignore[arg-type]  # filled on push
+ _flat_offset(units, start), _flat_offset(units, stop))
+        messages += [render_openai(s.message) for s in sized_inputs]
+        return Context("openai", messages, None, account, tuple(left_out), (), window_range, tuple(warnings))
+
+    body = [m for u in islice(units, start, max(start, stop - 1)) for m in u.messages]
+    ordered = [s.message for s in pinned] + system_extra + body + [s.message for s in newest]
+    ordered += [s.message for s in sized_inputs]
+    rendered, system = _render(format, ordered)
+    return Context(
+        format, rendered, system, account, tuple(left_out), tuple(truncations), window_range, tuple(warnings)
+    )
+
+
+def _cached(entry: Any, render: Callable[[Message], dict[str, Any]]) -> dict[str, Any]:
+    if entry.rendered is None:
+        entry.rendered = render(entry.message)
+    rendered: dict[str, Any] = entry.rendered
+    return rendered
+
+
+def _flat_offset(units: Any, index: int) -> int:
+    """Number of messages in the first ``index`` units (O(index), only off the common path)."""
+    if index == 0:
+        return 0
+    if index == len(units):
+        return sum(len(u.entries) for u in units)
+    return sum(len(u.entries) for u in islice(units, 0, index))
+
+
+def _render(format: str, messages: list[Message]) -> tuple[list[dict[str, Any]], str | None]:
+    from ..formats import anthropic, openai, responses
+
+    if format == "openai":
+        return [openai.to_openai(m) for m in messages], None
+    if format == "anthropic":
+        request = anthropic.to_anthropic(messages)
+        system = request.system
+        if system is not None and not isinstance(system, str):
+            system = "\n\n".join(str(block.get("text", "")) for block in system)
+        return list(request.messages), system
+    if format == "responses":
+        return responses.to_responses(messages), None
+    raise ValueError(f"unknown format {format!r}; expected openai, anthropic or responses")
+
+
+def _placeholder_tokens(counter: TokenCounter) -> int:
+    from ..formats.anthropic import CONTINUATION_PLACEHOLDER
+
+    return counter.count_message(Message(role="user", content=CONTINUATION_PLACEHOLDER))
+
+
+def _render_blocks(
+    counter: TokenCounter, blocks: Sequence[BlockText], template: Callable[[Sequence[BlockText]], str]
+) -> tuple[Message | None, int]:
+    if not blocks:
+        return None, 0
+    message = Message(role="system", content=template(blocks))
+    return message, counter.count_message(message)
+
+
+def _block_tokens(counter: TokenCounter, blocks: Sequence[BlockText], total: int) -> dict[str, int]:
+    """Per-block shares of the blocks message; the shares add up to its exact count."""
+    if not blocks:
+        return {}
+    if len(blocks) == 1:
+        return {blocks[0].name: total}
+    shares = {b.name: counter.count_text(b.text) for b in blocks}
+    shares[blocks[0].name] += total - sum(shares.values())
+    return shares
+
+
+def _shrink_blocks(
+    counter: TokenCounter, blocks: list[BlockText], over: int, left_out: list[LeftOut]
+) -> tuple[list[BlockText], int]:
+    """Cut the lowest-priority blocks first (priority 0 is never cut) until ``over`` tokens are saved."""
+    result = list(blocks)
+    for block in sorted((b for b in blocks if b.priority > 0), key=lambda b: -b.priority):
+        if over <= 0:
+            break
+        tokens = counter.count_text(block.text)
+        index = result.index(block)
+        cut = truncate_text(counter.count_text, block.text, tokens - over) if tokens > over else None
+        if cut is None or cut == block.text:
+            result.pop(index)
+            left_out.append(LeftOut("block_dropped", 0, tokens, detail=block.name))
+            over -= tokens
+        else:
+            result[index] = BlockText(block.name, cut, block.priority)
+            saved = tokens - counter.count_text(cut)
+            left_out.append(LeftOut("block_truncated", 0, saved, detail=block.name))
+            over -= saved
+    return result, over
+
+
+def _drop_oldest(units: Any, stop: int, over: int, left_out: list[LeftOut]) -> tuple[int, int]:
+    """Leave out the oldest complete units (never the newest) until ``over`` tokens are saved."""
+    start, dropped, messages = 0, 0, 0
+    users = sum(1 for u in islice(units, 0, stop) if u.kind == "user")
+    unit: Unit
+    for unit in islice(units, 0, max(0, stop - 1)):
+        if dropped >= over and (unit.kind == "user" or users == 0):
+            break
+        dropped += unit.tokens
+        messages += len(unit.entries)
+        users -= unit.kind == "user"
+        start += 1
+    if start:
+        left_out.append(
+            LeftOut(
+                "budget",
+                messages,
+                dropped,
+                units[0].first_seq,
+                units[start - 1].last_seq,
+                "active, but left out to fit blocks and input this turn",
+            )
+        )
+    return start, dropped
+
+
+def _truncate_largest(counter: TokenCounter, items: list[_Sized], over: int, truncations: list[Truncation]) -> int:
+    """Cut the largest irreducible messages until ``over`` tokens are saved; returns tokens saved."""
+    saved = 0
+    for position in sorted(range(len(items)), key=lambda i: -items[i].tokens):
+        if saved >= over:
+            break
+        item = items[position]
+        target = max(0, item.tokens - (over - saved))
+        cut = truncate_message(counter.count_message, counter.count_text, item.message, target)
+        if cut is None:
+            continue
+        tokens = counter.count_message(cut)
+        if tokens >= item.tokens:
+            continue
+        saved += item.tokens - tokens
+        truncations.append(Truncation(item.seq, item.tokens, tokens))
+        items[position] = _Sized(cut, tokens, item.seq)
+    return saved

@@ -1,0 +1,121 @@
+"""What ``context()`` returns: the messages for the next request, and an account of them.
+
+The account answers the questions a user debugging a prompt asks: how many
+tokens each part costs, what the budget was, and what was left out and why.
+
+Example::
+
+    ctx = memory.context()
+    client.chat.completions.create(model="gpt-4o", **ctx.request())
+    print(ctx.account.window, ctx.left_out)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+__all__ = ["Account", "Context", "LeftOut", "LeftOutReason", "Truncation"]
+
+LeftOutReason: TypeAlias = Literal[
+    "archived",  # evicted by the strategy; still stored and searchable
+    "summarized",  # evicted and folded into the running summary
+    "budget",  # active, but did not fit next to the blocks and the input this time
+    "pending_tool_results",  # a tool call whose results have not all arrived
+    "block_truncated",  # part of a block was cut to fit
+    "block_dropped",  # a whole block was cut to fit
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """Something that is not (or not wholly) in the context.
+
+    Message ranges are reported as counts and seq ranges, never as lists, so
+    that the account stays O(1) however long the history is.
+    """
+
+    reason: LeftOutReason
+    messages: int = 0
+    tokens: int = 0
+    first_seq: int | None = None
+    last_seq: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Truncation:
+    """An irreducible message that was cut to fit (``on_overflow="truncate"``)."""
+
+    seq: int | None  # None for the input
+    original_tokens: int
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """Tokens per part of the context, as the model's counter counts them."""
+
+    budget: int
+    reserved_output: int
+    pinned: int
+    summary: int
+    blocks: Mapping[str, int]
+    window: int
+    input: int
+    overhead: int  # reply priming, plus the Anthropic continuation placeholder if any
+    exact: bool
+    counter: str
+
+    @property
+    def total(self) -> int:
+        """Tokens of the request's messages (the reserve for the reply is not included)."""
+        return self.pinned + self.summary + sum(self.blocks.values()) + self.window + self.input + self.overhead
+
+    @property
+    def free(self) -> int:
+        """Tokens still unused after the messages and the reserved output."""
+        return self.budget - self.reserved_output - self.total
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """The messages for the next request, rendered for one provider format.
+
+    Attributes:
+        format: ``openai``, ``anthropic`` or ``responses``.
+        messages: the rendered messages (OpenAI chat dicts, Anthropic messages
+            or Responses input items). Treat them as read-only: convmem reuses
+            rendered dicts between turns instead of building them anew.
+        system: the Anthropic ``system`` parameter (None for other formats).
+        account: tokens per part and the budget.
+        left_out: what is not in the context, and why.
+        truncated: irreducible messages that were cut to fit.
+        window: the seq range of the window messages included, if any.
+    """
+
+    format: str
+    messages: list[dict[str, Any]]
+    system: str | None
+    account: Account
+    left_out: tuple[LeftOut, ...] = ()
+    truncated: tuple[Truncation, ...] = ()
+    window: tuple[int, int] | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def tokens(self) -> int:
+        return self.account.total
+
+    @property
+    def budget(self) -> int:
+        return self.account.budget
+
+    def request(self) -> dict[str, Any]:
+        """Keyword arguments for the provider SDK call (``messages=``, ``system=`` or ``input=``)."""
+        if self.format == "anthropic":
+            return {"system": self.system, "messages": self.messages} if self.system else {"messages": self.messages}
+        if self.format == "responses":
+            return {"input": self.messages}
+        return {"messages": self.messages}

@@ -1,0 +1,235 @@
+"""Units: the atoms of eviction, and the window that holds them.
+
+A unit is what eviction removes, whole, from the oldest end of the window:
+
+* a user message;
+* an assistant message on its own;
+* an assistant message with ``tool_calls`` together with *all* the tool
+  results that answer its call ids (parallel calls included).
+
+System and developer messages are pinned and never form units. Because a
+tool result can only join the unit whose call it answers, and a unit is
+evicted whole, no context built from units can orphan a result or leave a
+call unanswered (the pending unit at the end is left out until complete).
+
+The :class:`Window` keeps running totals so that every operation on the hot
+path is O(1) amortized: ``push`` appends, ``pop_oldest`` evicts.
+
+Example::
+
+    window = Window()
+    window.check(message)          # raises InvalidMessageError, changes nothing
+    window.push(Entry(seq, message, tokens))
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from ..errors import InvalidMessageError
+from ..messages import PINNED_ROLES, Message
+
+__all__ = ["Entry", "Unit", "UnitKind", "Window", "group_units"]
+
+UnitKind: TypeAlias = Literal["user", "assistant", "tool_call"]
+
+
+class Entry:
+    """A stored message: its per-session ``seq``, the message and its token count (counted once).
+
+    ``rendered`` caches the OpenAI dict of the message so that assembling a
+    context does not re-render the window on every turn.
+    """
+
+    __slots__ = ("message", "rendered", "seq", "tokens")
+
+    def __init__(self, seq: int, message: Message, tokens: int) -> None:
+        self.seq = seq
+        self.message = message
+        self.tokens = tokens
+        self.rendered: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"Entry(seq={self.seq}, role={self.message.role!r}, tokens={self.tokens})"
+
+
+@dataclass(slots=True, eq=False)
+class Unit:
+    """One eviction atom; see the module docstring."""
+
+    kind: UnitKind
+    entries: list[Entry]
+    tokens: int
+    pending: set[str] = field(default_factory=set)
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending
+
+    @property
+    def first_seq(self) -> int:
+        return self.entries[0].seq
+
+    @property
+    def last_seq(self) -> int:
+        return self.entries[-1].seq
+
+    @property
+    def messages(self) -> list[Message]:
+        return [entry.message for entry in self.entries]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def _unit_kind(message: Message) -> UnitKind:
+    if message.role == "user":
+        return "user"
+    return "tool_call" if message.tool_calls else "assistant"
+
+
+def _check_against(last: Unit | None, message: Message) -> None:
+    """Raise if ``message`` cannot follow a window whose newest unit is ``last``."""
+    if message.role in PINNED_ROLES:
+        return
+    if message.role == "tool":
+        call_id = message.tool_call_id
+        if last is None or last.kind != "tool_call":
+            raise InvalidMessageError(
+                f"tool result for call {call_id!r} does not follow an assistant message that called it",
+                field="tool_call_id",
+            )
+        if call_id not in last.pending:
+            known = ", ".join(repr(e.id) for e in last.entries[0].message.tool_calls)
+            answered = any(e.message.tool_call_id == call_id for e in last.entries[1:])
+            why = "is already answered" if answered else f"is unknown (the open calls are {known})"
+            raise InvalidMessageError(f"tool call id {call_id!r} {why}", field="tool_call_id")
+        return
+    if last is not None and last.pending:
+        missing = ", ".join(repr(c) for c in sorted(last.pending))
+        raise InvalidMessageError(
+            f"tool calls {missing} are still unanswered; add their results first, "
+            "or call rollback_incomplete() / repair()",
+            field="role",
+        )
+
+
+class Window:
+    """The active units, newest last, with running token and message totals."""
+
+    __slots__ = ("messages", "pinned", "pinned_tokens", "rendered", "tokens", "units", "user_units")
+
+    def __init__(self) -> None:
+        self.units: deque[Unit] = deque()
+        # The rendered OpenAI dicts of the window messages, flat and in order, so that
+        # assembling an OpenAI context is a C-level slice rather than a Python loop.
+        self.rendered: deque[dict[str, Any] | None] = deque()
+        self.pinned: list[Entry] = []
+        self.tokens = 0
+        self.messages = 0
+        self.pinned_tokens = 0
+        self.user_units = 0
+
+    @property
+    def last(self) -> Unit | None:
+        return self.units[-1] if self.units else None
+
+    @property
+    def pending(self) -> Unit | None:
+        """The newest unit if it still awaits tool results."""
+        last = self.last
+        return last if last is not None and last.pending else None
+
+    def check(self, message: Message) -> None:
+        """Validate that ``message`` may be added next; changes nothing."""
+        _check_against(self.last, message)
+
+    def check_batch(self, messages: Sequence[Message]) -> None:
+        """Validate a whole batch in order without changing the window."""
+        last = self.last
+        shadow: Unit | None = None if last is None else Unit(last.kind, [], 0, set(last.pending))
+        if shadow is not None and last is not None:
+            shadow.entries = last.entries
+        for index, message in enumerate(messages):
+            try:
+                _check_against(shadow, message)
+            except InvalidMessageError as exc:
+                raise exc.at(index) from None
+            if message.role in PINNED_ROLES:
+                continue
+            if message.role == "tool":
+                assert shadow is not None
+                shadow.pending = shadow.pending - {message.tool_call_id or ""}
+                shadow.entries = [*shadow.entries, Entry(-1, message, 0)]
+            else:
+                calls = {call.id for call in message.tool_calls}
+                shadow = Unit(_unit_kind(message), [Entry(-1, message, 0)], 0, calls)
+
+    def push(self, entry: Entry) -> Unit | None:
+        """Add a checked entry; returns the unit it joined (None when pinned)."""
+        message = entry.message
+        if message.role in PINNED_ROLES:
+            self.pinned.append(entry)
+            self.pinned_tokens += entry.tokens
+            return None
+        self.tokens += entry.tokens
+        self.messages += 1
+        self.rendered.append(entry.rendered)
+        if message.role == "tool":
+            unit = self.units[-1]
+            unit.entries.append(entry)
+            unit.tokens += entry.tokens
+            unit.pending.discard(message.tool_call_id or "")
+            return unit
+        kind = _unit_kind(message)
+        unit = Unit(kind, [entry], entry.tokens, {c.id for c in message.tool_calls} if message.tool_calls else set())
+        self.units.append(unit)
+        if kind == "user":
+            self.user_units += 1
+        return unit
+
+    def pop_oldest(self) -> Unit:
+        unit = self.units.popleft()
+        popleft = self.rendered.popleft
+        for _ in unit.entries:
+            popleft()
+        self.tokens -= unit.tokens
+        self.messages -= len(unit.entries)
+        if unit.kind == "user":
+            self.user_units -= 1
+        return unit
+
+    def pop_newest(self) -> Unit:
+        unit = self.units.pop()
+        pop = self.rendered.pop
+        for _ in unit.entries:
+            pop()
+        self.tokens -= unit.tokens
+        self.messages -= len(unit.entries)
+        if unit.kind == "user":
+            self.user_units -= 1
+        return unit
+
+    def entries(self) -> Iterator[Entry]:
+        for unit in self.units:
+            yield from unit.entries
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+
+def group_units(messages: Sequence[Message]) -> list[list[Message]]:
+    """Group a valid, pinned-free message list into units (for tests and tools).
+
+    Raises:
+        InvalidMessageError: when the list breaks a tool-call rule; the error
+            carries the index of the offending message.
+    """
+    window = Window()
+    window.check_batch(messages)
+    for seq, message in enumerate(messages):
+        window.push(Entry(seq, message, 0))
+    return [unit.messages for unit in window.units]

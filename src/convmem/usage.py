@@ -1,0 +1,70 @@
+"""Reading a provider's usage object, whatever its shape.
+
+OpenAI Chat Completions reports ``prompt_tokens`` / ``completion_tokens`` and
+``prompt_tokens_details.cached_tokens``; the Responses API ``input_tokens`` /
+``output_tokens`` and ``input_tokens_details.cached_tokens``; Anthropic
+``input_tokens`` / ``output_tokens`` plus ``cache_read_input_tokens`` and
+``cache_creation_input_tokens`` (which Anthropic does *not* include in
+``input_tokens``). SDK objects and plain dicts are both accepted.
+
+Example::
+
+    usage = parse_usage(response.usage)
+    usage.input_tokens, usage.output_tokens, usage.cached_input_tokens
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidMessageError
+
+__all__ = ["Usage", "parse_usage"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens of one call; ``input_tokens`` includes cached ones."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int = 0
+
+
+def _get(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _int(obj: Any, key: str) -> int:
+    value = _get(obj, key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidMessageError(f"must be a non-negative integer, got {value!r}", field=f"usage.{key}")
+    return value
+
+
+def parse_usage(usage: Any) -> Usage:
+    """Normalize an OpenAI, Responses or Anthropic usage object (or dict, or a response holding one)."""
+    if usage is None:
+        raise InvalidMessageError("no usage given", field="usage")
+    nested = _get(usage, "usage")
+    if nested is not None:
+        usage = nested
+    if _get(usage, "prompt_tokens") is not None:
+        details = _get(usage, "prompt_tokens_details")
+        cached = _int(details, "cached_tokens") if details is not None else 0
+        return Usage(_int(usage, "prompt_tokens"), _int(usage, "completion_tokens"), cached)
+    if _get(usage, "input_tokens") is None:
+        raise InvalidMessageError("has neither prompt_tokens nor input_tokens", field="usage")
+    cache_read = _int(usage, "cache_read_input_tokens")
+    cache_write = _int(usage, "cache_creation_input_tokens")
+    if cache_read or cache_write:  # Anthropic: cache tokens come on top of input_tokens
+        return Usage(_int(usage, "input_tokens") + cache_read + cache_write, _int(usage, "output_tokens"), cache_read)
+    details = _get(usage, "input_tokens_details")
+    cached = _int(details, "cached_tokens") if details is not None else 0
+    return Usage(_int(usage, "input_tokens"), _int(usage, "output_tokens"), cached)
