@@ -1,0 +1,266 @@
+"""The model registry: context windows, prices, and which counter is exact.
+
+:func:`lookup_model` resolves the names people actually pass -- dated
+snapshots (``gpt-4o-2024-08-06``, ``claude-3-5-sonnet-20241022``), aliases
+(``claude-3-5-sonnet-latest``), provider prefixes (``openai/gpt-4o``,
+``anthropic/claude-3.5-sonnet``, ``models/gemini-1.5-pro``), Bedrock and
+Vertex ids, OpenAI fine-tunes (``ft:gpt-4o-mini-2024-07-18:org::id``) and
+Hugging Face repo names (``meta-llama/Llama-3.1-8B-Instruct``) -- to one
+:class:`ModelInfo`. An unknown name raises
+:class:`~convmem.errors.UnknownModelError` with the closest known names.
+
+:func:`counter_for` is the one place that decides how a model is counted, and
+it never approximates silently:
+
+* OpenAI models get the exact :class:`~convmem.tokens.TiktokenCounter` for
+  their vocabulary (shared per process);
+* models without an exact offline tokenizer (Claude, Gemini, and open-weight
+  models until the user supplies ``tokenizer.json``) raise
+  :class:`~convmem.errors.ConfigurationError` saying what to pass instead;
+* ``counter="approximate"`` opts in to the labelled
+  :class:`~convmem.tokens.ApproximateCounter`, for any name, known or not;
+* a :class:`~convmem.tokens.TokenCounter` instance is used as given.
+
+Example::
+
+    from convmem.tokens import cost, counter_for, lookup_model
+
+    info = lookup_model("openai/gpt-4o-2024-08-06")   # ModelInfo(name='gpt-4o', ...)
+    counter = counter_for("gpt-4o")                  # TiktokenCounter('o200k_base')
+    counter_for("claude-sonnet-4-5", counter="approximate").name
+    # 'approximate(cl100k_base x1.15)'
+    cost(info, input_tokens=10_000, output_tokens=500)  # 0.03 (USD)
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import functools
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from ..errors import ConfigurationError, UnknownModelError
+from .counter import ApproximateCounter, TiktokenCounter, TokenCounter
+
+__all__ = ["ModelInfo", "cost", "counter_for", "known_models", "lookup_model"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What convmem knows about one model (family).
+
+    Attributes:
+        name: canonical name, e.g. ``gpt-4o`` or ``claude-sonnet-4-5``.
+        provider: ``openai``, ``anthropic``, ``google``, ``meta``, ``mistral``, ``qwen`` or ``deepseek``.
+        tokenizer: the tiktoken vocabulary that counts it exactly offline, or None when
+            no exact offline tokenizer exists.
+        context_window: maximum tokens of input plus output.
+        max_output_tokens: maximum tokens of one reply (for open weights, which the
+            serving stack limits, a conventional 8,192; 0 for embedding models).
+        input_price_per_mtok: list price in USD per million input tokens, or None.
+        output_price_per_mtok: list price in USD per million output tokens, or None.
+        cached_input_price_per_mtok: price of cache-hit input tokens; None bills them at
+            the input price.
+        long_context_threshold: prompts longer than this many tokens are billed at the
+            long-context prices (Gemini 1.5/2.5 Pro), or None.
+        long_input_price_per_mtok: input price above the threshold.
+        long_output_price_per_mtok: output price above the threshold.
+        aliases: other exact names, and fnmatch patterns (containing ``*``), that
+            resolve to this model.
+        hf_tokenizer: Hugging Face repo whose ``tokenizer.json`` counts it exactly.
+    """
+
+    name: str
+    provider: str
+    tokenizer: str | None
+    context_window: int
+    max_output_tokens: int
+    input_price_per_mtok: float | None
+    output_price_per_mtok: float | None
+    cached_input_price_per_mtok: float | None = None
+    long_context_threshold: int | None = None
+    long_input_price_per_mtok: float | None = None
+    long_output_price_per_mtok: float | None = None
+    aliases: tuple[str, ...] = ()
+    hf_tokenizer: str | None = None
+
+
+# Suffixes a provider appends to a model name for a snapshot or channel, in the
+# forms OpenAI (-2024-08-06, -0613), Anthropic (-20241022, -latest, -v2 on
+# Vertex/Bedrock), Google (-001, -preview-05-06, -exp-0827) and Mistral (-2411) use.
+_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|\d{3}|latest|preview(?:-\d{2}-\d{2})?|exp(?:-\d{4})?|v\d+)$")
+# Bedrock prefixes the vendor, optionally behind a region: us.anthropic.claude-...
+_VENDOR_PREFIX = re.compile(r"^(?:[a-z]{2,4}\.)?(?:anthropic|meta|mistral|deepseek|qwen)\.")
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    exact: dict[str, ModelInfo]
+    patterns: tuple[tuple[str, ModelInfo], ...]  # longest pattern first
+
+
+@functools.cache
+def _index() -> _Index:
+    from ._catalog import MODELS  # the catalog imports ModelInfo from this module
+
+    exact: dict[str, ModelInfo] = {}
+    patterns: list[tuple[str, ModelInfo]] = []
+    for info in MODELS:
+        for key in (info.name, *info.aliases):
+            if "*" in key:
+                patterns.append((key, info))
+            else:
+                exact.setdefault(key, info)
+    patterns.sort(key=lambda item: len(item[0]), reverse=True)
+    return _Index(exact, tuple(patterns))
+
+
+def known_models() -> tuple[ModelInfo, ...]:
+    """Return every model in the registry."""
+    from ._catalog import MODELS
+
+    return MODELS
+
+
+def _normalize(model: str) -> str:
+    name = model.strip().lower()
+    if name.startswith("ft:"):  # ft:<base model>:<org>:<suffix>:<id>
+        name = name.split(":")[1]
+    name = name.rsplit("/", 1)[-1]  # openai/gpt-4o, meta-llama/Llama-3.1-8B, models/gemini-...
+    name = name.split("@", 1)[0]  # Vertex: claude-3-5-sonnet-v2@20241022
+    name = name.split(":", 1)[0]  # Ollama tags (llama3.1:8b), Bedrock versions (-v2:0)
+    name = _VENDOR_PREFIX.sub("", name)
+    if name.startswith("claude"):  # OpenRouter and Vercel spell versions with dots
+        name = name.replace(".", "-")
+    return name
+
+
+def _resolve(name: str) -> ModelInfo | None:
+    index = _index()
+    candidates = [name]
+    while (stripped := _SNAPSHOT.sub("", candidates[-1])) != candidates[-1]:
+        candidates.append(stripped)
+    for candidate in candidates:
+        if candidate in index.exact:
+            return index.exact[candidate]
+    for candidate in candidates:
+        for pattern, info in index.patterns:
+            if fnmatch.fnmatchcase(candidate, pattern):
+                return info
+    return None
+
+
+def lookup_model(model: str) -> ModelInfo:
+    """Return the registry entry for ``model``.
+
+    Args:
+        model: a model name as any provider or gateway spells it.
+
+    Raises:
+        UnknownModelError: no entry matches; ``suggestions`` lists close names.
+    """
+    name = _normalize(model)
+    info = _resolve(name)
+    if info is None:
+        names = [key for key in _index().exact if "*" not in key]
+        raise UnknownModelError(model, difflib.get_close_matches(name, names, n=3, cutoff=0.6))
+    return info
+
+
+@functools.cache
+def _shared_counter(encoding: str) -> TiktokenCounter:
+    return TiktokenCounter(encoding)
+
+
+def counter_for(
+    model: str,
+    *,
+    counter: TokenCounter | Literal["approximate"] | None = None,
+) -> TokenCounter:
+    """Return the token counter to use for ``model``.
+
+    Args:
+        model: the model name (resolved with :func:`lookup_model`).
+        counter: None for the model's exact counter; ``"approximate"`` to opt in to the
+            labelled :class:`~convmem.tokens.ApproximateCounter`; or a counter to use as is.
+
+    Raises:
+        UnknownModelError: ``counter`` is None and the model is unknown.
+        ConfigurationError: ``counter`` is None and no exact offline tokenizer exists for
+            the model, or ``counter`` is neither None, ``"approximate"`` nor a TokenCounter.
+    """
+    if counter is None:
+        info = lookup_model(model)
+        if info.tokenizer is not None:
+            return _shared_counter(info.tokenizer)
+        raise ConfigurationError(_no_exact_counter(info))
+    if isinstance(counter, str):
+        if counter == "approximate":
+            return ApproximateCounter()
+        raise ConfigurationError(f"counter must be None, 'approximate' or a TokenCounter, got {counter!r}")
+    if isinstance(counter, TokenCounter):
+        return counter
+    raise ConfigurationError(f"counter must be None, 'approximate' or a TokenCounter, got {type(counter).__name__}")
+
+
+def _no_exact_counter(info: ModelInfo) -> str:
+    if info.hf_tokenizer:
+        exact = f"HFTokenizerCounter('path/to/tokenizer.json') with the tokenizer.json of {info.hf_tokenizer}"
+    elif info.provider == "anthropic":
+        exact = "a TokenCounter backed by Anthropic's count-tokens API"
+    elif info.provider == "google":
+        exact = "a TokenCounter backed by the Gemini countTokens API"
+    else:
+        exact = "a TokenCounter of your own"
+    return (
+        f"no exact offline tokenizer exists for {info.name} ({info.provider}), and convmem never approximates "
+        f"token counts silently. Pass counter='approximate' to accept a labelled approximation "
+        f"(cl100k_base x1.15), or pass {exact}."
+    )
+
+
+def cost(
+    model: ModelInfo | str,
+    input_tokens: int,
+    output_tokens: int,
+    cached_input_tokens: int = 0,
+) -> float:
+    """Return the list price in USD of one request.
+
+    ``input_tokens`` counts *all* prompt tokens, cached ones included (as OpenAI's
+    ``prompt_tokens`` and Gemini's ``promptTokenCount`` do; for Anthropic add
+    ``cache_read_input_tokens`` to ``input_tokens``). Cache writes, batch
+    discounts and tool fees are not modelled. Prompts above
+    ``long_context_threshold`` are billed entirely at the long-context prices.
+
+    Args:
+        model: a :class:`ModelInfo` or a model name.
+        input_tokens: prompt tokens, cached ones included.
+        output_tokens: completion tokens, reasoning tokens included.
+        cached_input_tokens: the part of ``input_tokens`` served from the prompt cache.
+
+    Raises:
+        ValueError: a negative count, or more cached than input tokens.
+        ConfigurationError: the model has no list price (open weights).
+        UnknownModelError: ``model`` is a name the registry does not know.
+    """
+    info = lookup_model(model) if isinstance(model, str) else model
+    if min(input_tokens, output_tokens, cached_input_tokens) < 0:
+        raise ValueError("token counts must not be negative")
+    if cached_input_tokens > input_tokens:
+        raise ValueError(f"cached_input_tokens ({cached_input_tokens}) exceeds input_tokens ({input_tokens})")
+    price_in, price_out = info.input_price_per_mtok, info.output_price_per_mtok
+    if price_in is None or price_out is None:
+        raise ConfigurationError(
+            f"{info.name} has no list price (each host prices it); pass a ModelInfo with your prices"
+        )
+    price_cached = info.cached_input_price_per_mtok if info.cached_input_price_per_mtok is not None else price_in
+    threshold = info.long_context_threshold
+    if threshold is not None and input_tokens > threshold:
+        scale = (info.long_input_price_per_mtok or price_in) / price_in if price_in else 1.0
+        price_in, price_cached = price_in * scale, price_cached * scale
+        price_out = info.long_output_price_per_mtok or price_out
+    fresh = input_tokens - cached_input_tokens
+    return (fresh * price_in + cached_input_tokens * price_cached + output_tokens * price_out) / 1_000_000
