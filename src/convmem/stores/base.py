@@ -1,0 +1,301 @@
+"""The store contract: sessions, append-only messages, and a small session state.
+
+Storage is append-only and grows O(N). A message is written once, by one
+``append``; history is never rewritten. Eviction does not touch the evicted
+rows either: the window is always a contiguous seq range ending at the newest
+message, so the :class:`SessionState` records only where it starts
+(``window_start``) and how far the running summary reaches (``folded_to``).
+One small state write per eviction replaces what would otherwise be a status
+update per message. A message's status is derived:
+
+==============  =================================================
+``pinned``      a system or developer message at or after ``pinned_start``
+``active``      ``seq >= window_start``
+``summarized``  ``seq <= folded_to``
+``archived``    evicted, not (yet) folded into the summary
+``cleared``     a pinned message before ``pinned_start`` (``clear(keep_system=False)``)
+==============  =================================================
+
+Opening a session reads the state, the pinned messages and the window, never
+the archive, so a 100k-message session opens like a 100-message one.
+
+The contract comes in two sizes:
+
+* :class:`Store` is what ``Memory`` needs: append, load, save the state, list
+  and delete messages, look a session up. A third-party backend can stop here.
+* :class:`SessionStore` adds session management: list, retitle, delete,
+  expire, fork, export and import. The built-in backends implement it, the
+  CLI needs it, and the conformance suite (:mod:`convmem.testing`) checks it
+  whenever a backend provides it.
+
+Every method is scoped by ``user_id``: a session of another user is reported
+as not found, exactly like one that does not exist. Every method that names
+an existing session accepts a unique prefix of its id; ``append`` takes the
+exact id because it creates the session on its first message.
+
+Forks share history instead of copying it. A fork records its parent and the
+seq it branched at; reading it reads the parent's rows up to that seq, then
+its own rows, whose seqs continue from ``fork_seq + 1``.
+
+Search hook (for the recall issue): a backend that can search its archive
+will implement :class:`SearchableStore` next to :class:`Store`; callers test
+for it with ``isinstance`` and fall back to an external index otherwise.
+
+Example::
+
+    from convmem.stores import open_store
+
+    store = open_store("sqlite")              # the default database
+    for info in store.list_sessions(user_id="alice", limit=5):
+        print(info.id[:8], info.title, info.message_count)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from ..messages import PINNED_ROLES, Message
+
+__all__ = [
+    "AsyncSessionStore",
+    "AsyncStore",
+    "LoadedSession",
+    "MessageStatus",
+    "SearchableStore",
+    "SessionInfo",
+    "SessionState",
+    "SessionStore",
+    "Store",
+    "StoredMessage",
+    "SummaryRecord",
+    "status_of",
+]
+
+MessageStatus: TypeAlias = Literal["pinned", "active", "archived", "summarized", "cleared"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as stored: its per-session ``seq`` and its token count (counted once, on add)."""
+
+    seq: int
+    message: Message
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRecord:
+    """A running summary and the seq range it covers."""
+
+    text: str
+    first_seq: int
+    last_seq: int
+    tokens: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """Where the window starts, how far the summary reaches, and the running stats.
+
+    ``version`` increases on every save; a save that expects an older version
+    loses with :class:`~convmem.errors.ConflictError`. ``stats`` belong to the
+    memory; stores keep them as opaque JSON.
+    """
+
+    window_start: int = 0
+    folded_to: int = -1
+    pinned_start: int = 0
+    summary: SummaryRecord | None = None
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A row of ``list_sessions``.
+
+    ``message_count`` and ``tokens`` include the history a fork shares with
+    its parent; ``parent_id`` and ``fork_seq`` say where a fork branched.
+    """
+
+    id: str
+    user_id: str | None
+    title: str | None
+    model: str | None
+    metadata: Mapping[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    message_count: int
+    tokens: int
+    parent_id: str | None = None
+    fork_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSession:
+    """What opening a session reads: never the archive, only state, pinned messages and the window."""
+
+    info: SessionInfo
+    state: SessionState
+    pinned: Sequence[StoredMessage]
+    window: Sequence[StoredMessage]
+    unfolded: Sequence[StoredMessage] = ()  # archived after a failed summary, awaiting a retry
+
+
+def status_of(stored: StoredMessage, state: SessionState) -> MessageStatus:
+    """The derived status of ``stored`` under ``state`` (see the module docstring)."""
+    if stored.message.role in PINNED_ROLES:
+        return "pinned" if stored.seq >= state.pinned_start else "cleared"
+    if stored.seq >= state.window_start:
+        return "active"
+    return "summarized" if stored.seq <= state.folded_to else "archived"
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A synchronous store: what ``Memory`` needs. Every method is scoped by ``user_id``."""
+
+    def append(
+        self, session_id: str, messages: Sequence[tuple[Message, int]], *, user_id: str | None = None,
+        model: str | None = None,
+    ) -> list[int]:
+        """Append messages (with their token counts) in one write; returns their seqs.
+
+        Creates the session on its first message. Raises InvalidMessageError if a
+        message has no id or its id already exists (nothing is written).
+        """
+        ...
+
+    def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
+        """Read state, pinned messages and window (never the archive). Raises SessionNotFoundError."""
+        ...
+
+    def save_state(
+        self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
+    ) -> SessionState:
+        """Replace the state if its version is ``expected_version``; returns it with the new version."""
+        ...
+
+    def messages(
+        self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
+    ) -> Iterator[StoredMessage]:
+        """Every stored message of the session in seq order (the whole history, archive included)."""
+        ...
+
+    def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
+        """Explicitly delete messages (rollback of an incomplete tool call).
+
+        Only a session's own messages can go: deleting one that a fork shares raises StoreError.
+        """
+        ...
+
+    def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
+        """Session info; accepts a unique id prefix. Raises SessionNotFoundError / AmbiguousSessionError."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SessionStore(Store, Protocol):
+    """A :class:`Store` that also manages sessions (all built-in backends)."""
+
+    def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
+        """The user's sessions, most recently updated first."""
+        ...
+
+    def update_session(
+        self, session_id: str, *, user_id: str | None = None, title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        """Set the title and/or replace the metadata (``None`` leaves a field unchanged)."""
+        ...
+
+    def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
+        """Delete a session and its messages; history its forks share is kept for them, hidden."""
+        ...
+
+    def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
+        """Delete the user's sessions not updated for ``older_than``; returns their ids."""
+        ...
+
+    def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
+        """A new session whose history is this one's up to ``at_seq`` (shared, not copied)."""
+        ...
+
+    def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
+        """The session as versioned JSONL (see :mod:`convmem.stores.codec`)."""
+        ...
+
+    def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
+        """Import an export, all or nothing; a malformed line raises StoreError naming it."""
+        ...
+
+
+@runtime_checkable
+class AsyncStore(Protocol):
+    """The async twin of :class:`Store`: the same methods, awaited; ``aclose`` closes."""
+
+    async def append(
+        self, session_id: str, messages: Sequence[tuple[Message, int]], *, user_id: str | None = None,
+        model: str | None = None,
+    ) -> list[int]: ...
+
+    async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession: ...
+
+    async def save_state(
+        self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
+    ) -> SessionState: ...
+
+    async def messages(
+        self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
+    ) -> list[StoredMessage]: ...
+
+    async def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None: ...
+
+    async def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncSessionStore(AsyncStore, Protocol):
+    """The async twin of :class:`SessionStore`."""
+
+    async def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]: ...
+
+    async def update_session(
+        self, session_id: str, *, user_id: str | None = None, title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo: ...
+
+    async def delete_session(self, session_id: str, *, user_id: str | None = None) -> None: ...
+
+    async def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]: ...
+
+    async def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo: ...
+
+    async def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes: ...
+
+    async def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo: ...
+
+
+@runtime_checkable
+class SearchableStore(Protocol):
+    """Capability reserved for the recall issue: a store that indexes its own messages.
+
+    A backend with a native index (SQLite FTS5, Postgres tsvector) implements
+    ``search`` next to :class:`Store`; recall detects it with ``isinstance``.
+    Results are scoped by ``user_id`` like everything else. No built-in
+    backend implements it yet.
+    """
+
+    def search(
+        self, query: str, *, user_id: str | None = None, session_id: str | None = None, limit: int = 10
+    ) -> list[tuple[str, StoredMessage, float]]:
+        """(session id, message, score) for the best matches, best first."""
+        ...

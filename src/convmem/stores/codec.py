@@ -1,0 +1,242 @@
+"""Lossless JSON for messages, session state and timestamps.
+
+Every store writes messages through this one codec, so a message read back
+from SQLite, from a JSONL file or from an export is equal to the one that was
+added, and encoding it again gives the same bytes.
+
+* Fields at their default (``None``, empty mapping, no tool calls) are left
+  out, so lines stay short and greppable; decoding restores the defaults.
+* ``content`` keeps its three shapes apart: a string, a list of parts (even
+  an empty one), or absent for ``None``.
+* Timestamps are ISO 8601 with microseconds and the UTC offset. A
+  ``zoneinfo`` zone is kept by name, RFC 9557 style:
+  ``2024-03-10T01:30:00.000000-05:00[America/New_York]``. A naive timestamp
+  stays naive.
+* Metadata and ``extra`` are JSON already (``Message`` checks that); note
+  that JSON has no tuples, so a tuple inside metadata comes back as a list.
+
+The JSON text itself is compact, keeps non-ASCII characters readable, and
+never contains a raw newline, so one message is one line.
+
+Example::
+
+    line = dumps(encode_message(message))
+    assert decode_message(loads(line)) == message
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ..errors import InvalidMessageError
+from ..messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
+from .base import SessionState, SummaryRecord
+
+__all__ = [
+    "decode_datetime",
+    "decode_message",
+    "decode_state",
+    "dumps",
+    "encode_datetime",
+    "encode_message",
+    "encode_state",
+    "loads",
+]
+
+_IMAGE_FIELDS = ("url", "path", "data", "media_type", "detail", "width", "height")
+_FILE_FIELDS = ("data", "file_id", "url", "filename", "media_type")
+_MESSAGE_KEYS = frozenset(
+    {"role", "content", "tool_calls", "tool_call_id", "name", "metadata", "created_at", "id", "extra"}
+)
+
+
+def dumps(value: Any) -> str:
+    """Compact, deterministic JSON on one line (key order is the order the encoders build)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse JSON text (the inverse of :func:`dumps`)."""
+    return json.loads(text)
+
+
+# -- timestamps ------------------------------------------------------------------------------
+def encode_datetime(value: datetime) -> str:
+    """ISO 8601 with microseconds; a ``ZoneInfo`` zone's name is appended in brackets."""
+    text = value.isoformat(timespec="microseconds")
+    if isinstance(value.tzinfo, ZoneInfo):
+        text += f"[{value.tzinfo.key}]"
+    return text
+
+
+def decode_datetime(text: object) -> datetime:
+    """The inverse of :func:`encode_datetime`; raises ValueError on anything else."""
+    if not isinstance(text, str):
+        raise ValueError(f"a timestamp must be a string, got {type(text).__name__}")
+    zone = None
+    if text.endswith("]") and "[" in text:
+        text, _, name = text[:-1].partition("[")
+        try:
+            zone = ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {name!r}") from exc
+    value = datetime.fromisoformat(text)
+    if zone is not None:
+        if value.tzinfo is None:
+            raise ValueError(f"time zone {zone.key!r} given without a UTC offset")
+        # Converting from the recorded offset restores the wall time and the fold exactly.
+        value = value.astimezone(zone)
+    return value
+
+
+# -- messages --------------------------------------------------------------------------------
+def _with_extra(out: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    if extra:
+        out["extra"] = dict(extra)
+    return out
+
+
+def _encode_part(part: Part) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return _with_extra({"type": "text", "text": part.text}, part.extra)
+    if isinstance(part, ImagePart):
+        out: dict[str, Any] = {"type": "image"}
+        out.update((name, getattr(part, name)) for name in _IMAGE_FIELDS if getattr(part, name) is not None)
+        return _with_extra(out, part.extra)
+    if isinstance(part, AudioPart):
+        return _with_extra({"type": "audio", "data": part.data, "format": part.format}, part.extra)
+    out = {"type": "file"}
+    out.update((name, getattr(part, name)) for name in _FILE_FIELDS if getattr(part, name) is not None)
+    return _with_extra(out, part.extra)
+
+
+def _decode_part(value: Any) -> Part:
+    if not isinstance(value, dict):
+        raise InvalidMessageError(f"a part must be an object, got {type(value).__name__}", field="content")
+    fields = dict(value)
+    kind = fields.pop("type", None)
+    try:
+        if kind == "text":
+            return TextPart(**fields)
+        if kind == "image":
+            return ImagePart(**fields)
+        if kind == "audio":
+            return AudioPart(**fields)
+        if kind == "file":
+            return FilePart(**fields)
+    except TypeError as exc:  # an unknown or missing field
+        raise InvalidMessageError(str(exc), field=f"content[{kind}]") from None
+    raise InvalidMessageError(f"unknown part type {kind!r}", field="content")
+
+
+def encode_message(message: Message) -> dict[str, Any]:
+    """A JSON-ready dict holding every field of ``message``."""
+    out: dict[str, Any] = {"role": message.role}
+    content = message.content
+    if isinstance(content, str):
+        out["content"] = content
+    elif content is not None:
+        out["content"] = [_encode_part(part) for part in content]
+    if message.tool_calls:
+        out["tool_calls"] = [
+            _with_extra({"id": c.id, "name": c.name, "arguments": c.arguments}, c.extra) for c in message.tool_calls
+        ]
+    for name in ("tool_call_id", "name"):
+        if getattr(message, name) is not None:
+            out[name] = getattr(message, name)
+    if message.metadata:
+        out["metadata"] = dict(message.metadata)
+    if message.created_at is not None:
+        out["created_at"] = encode_datetime(message.created_at)
+    if message.id is not None:
+        out["id"] = message.id
+    return _with_extra(out, message.extra)
+
+
+def decode_message(value: Any) -> Message:
+    """The inverse of :func:`encode_message`; raises InvalidMessageError naming the bad field."""
+    if not isinstance(value, dict):
+        raise InvalidMessageError(f"a message must be an object, got {type(value).__name__}")
+    unknown = set(value) - _MESSAGE_KEYS
+    if unknown:
+        raise InvalidMessageError(f"unknown field(s) {sorted(unknown)}")
+    content = value.get("content")
+    if isinstance(content, list):
+        content = tuple(_decode_part(part) for part in content)
+    calls = value.get("tool_calls", ())
+    if not isinstance(calls, list | tuple):
+        raise InvalidMessageError("must be a list", field="tool_calls")
+    try:
+        tool_calls = tuple(ToolCall(**call) for call in calls)
+    except TypeError as exc:
+        raise InvalidMessageError(str(exc), field="tool_calls") from None
+    created_at = value.get("created_at")
+    try:
+        when = decode_datetime(created_at) if created_at is not None else None
+    except ValueError as exc:
+        raise InvalidMessageError(str(exc), field="created_at") from None
+    return Message(
+        role=value.get("role"),  # type: ignore[arg-type]  # Message validates the role
+        content=content,
+        tool_calls=tool_calls,
+        tool_call_id=value.get("tool_call_id"),
+        name=value.get("name"),
+        metadata=value.get("metadata") or {},
+        created_at=when,
+        id=value.get("id"),
+        extra=value.get("extra") or {},
+    )
+
+
+# -- session state ---------------------------------------------------------------------------
+def encode_state(state: SessionState, *, with_version: bool = False) -> dict[str, Any]:
+    """A JSON-ready dict of ``state``; the version is included only on request (SQL keeps it in a column)."""
+    out: dict[str, Any] = {
+        "window_start": state.window_start,
+        "folded_to": state.folded_to,
+        "pinned_start": state.pinned_start,
+    }
+    summary = state.summary
+    if summary is not None:
+        out["summary"] = {
+            "text": summary.text, "first_seq": summary.first_seq, "last_seq": summary.last_seq,
+            "tokens": summary.tokens, "created_at": encode_datetime(summary.created_at),
+        }
+    out["stats"] = dict(state.stats)
+    if with_version:
+        out["version"] = state.version
+    return out
+
+
+def decode_state(value: Any, *, version: int | None = None) -> SessionState:
+    """The inverse of :func:`encode_state`; raises ValueError (or KeyError/TypeError) on bad input."""
+    if not isinstance(value, dict):
+        raise ValueError(f"a session state must be an object, got {type(value).__name__}")
+    summary = value.get("summary")
+    record = None
+    if summary is not None:
+        record = SummaryRecord(
+            _int(summary["text"], str), _int(summary["first_seq"]), _int(summary["last_seq"]),
+            _int(summary["tokens"]), decode_datetime(summary["created_at"]),
+        )
+    stats = value.get("stats", {})
+    if not isinstance(stats, dict):
+        raise ValueError("stats must be an object")
+    return SessionState(
+        window_start=_int(value.get("window_start", 0)),
+        folded_to=_int(value.get("folded_to", -1)),
+        pinned_start=_int(value.get("pinned_start", 0)),
+        summary=record,
+        stats=stats,
+        version=_int(value.get("version", 0) if version is None else version),
+    )
+
+
+def _int(value: Any, kind: type = int) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ValueError(f"expected {kind.__name__}, got {value!r}")
+    return value
