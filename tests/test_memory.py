@@ -361,3 +361,34 @@ def test_unknown_strategy_and_bad_options_are_configuration_errors() -> None:
         Memory(max_tokens=100, strategy="summary_buffer")
     with pytest.raises(ConfigurationError, match="max_messages"):
         Memory(max_tokens=100, strategy="sliding_window", strategy_options={"max_messages": 0})
+
+
+def test_plain_dict_fast_path_equals_the_format_parser() -> None:
+    from datetime import datetime, timezone
+
+    from convmem._core import _parse
+    from convmem.formats import parse_message
+
+    now = datetime.now(timezone.utc)
+    for role in ("user", "assistant", "system", "developer"):
+        fast = _parse({"role": role, "content": "héllo"}, 0, now)
+        slow = parse_message({"role": role, "content": "héllo"})
+        assert fast.replace(id=None, created_at=None) == slow
+
+
+def test_default_reserve_is_capped_to_a_quarter_of_the_window() -> None:
+    memory = Memory(model="gpt-4")
+    assert memory.budget == 8192
+    assert memory.reserved_output == 2048
+
+
+def test_token_budget_evicts_in_chunks_down_to_the_low_watermark() -> None:
+    memory = Memory(max_tokens=1000, strategy_options={"low_watermark": 0.5})
+    for i in range(60):
+        memory.add(user(f"message number {i} " * 4))
+    ctx = memory.context()
+    assert ctx.tokens <= 1000
+    exact = Memory(max_tokens=1000, strategy_options={"low_watermark": 1.0})
+    for i in range(60):
+        exact.add(user(f"message number {i} " * 4))
+    assert exact.context().account.window > ctx.account.window

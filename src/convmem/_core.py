@@ -8,6 +8,7 @@ never touches a store or a model: the facades do that, in the order
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,8 +61,22 @@ class FoldRequest:
     max_tokens: int
 
 
+# Ids are a per-process random prefix plus a counter: unique across processes and cheap on the hot path.
+_ID_PREFIX = os.urandom(8).hex()
+_ID_COUNTER = itertools.count()
+
+
 def _new_id() -> str:
-    return os.urandom(12).hex()
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):08x}"
+
+
+def _reseed_ids() -> None:
+    global _ID_PREFIX, _ID_COUNTER
+    _ID_PREFIX, _ID_COUNTER = os.urandom(8).hex(), itertools.count()
+
+
+if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's ids
+    os.register_at_fork(after_in_child=_reseed_ids)
 
 
 class MemoryCore:
@@ -91,7 +106,9 @@ class MemoryCore:
         if max_output_tokens is not None:
             self.reserve = max_output_tokens
         elif max_tokens is None and self.info is not None:
-            self.reserve = self.info.max_output_tokens
+            # The model's full output allowance, capped so it never takes more than a quarter of the window
+            # (gpt-4 allows 8,192 output tokens of an 8,192 window).
+            self.reserve = min(self.info.max_output_tokens, self.info.context_window // 4)
         else:
             self.reserve = 0
         if self.budget <= self.reserve:
@@ -109,14 +126,17 @@ class MemoryCore:
         self.summary: SummaryText | None = None
         self.unfolded: list[Unit] = []
         self.state = SessionState()
+        self.window_start = 0  # the live value; self.state holds the last saved one
+        self._evicted_key: tuple[Any, ...] | None = None
+        self._evicted: list[LeftOut] = []
         self.counts: dict[str, Any] = _fresh_counts()
 
     # -- adding ------------------------------------------------------------------------------
     def prepare(self, items: Iterable[MessageLike]) -> list[tuple[Message, int]]:
         """Parse, validate and count a batch without changing anything."""
-        messages = [Message.of(item, index=i) for i, item in enumerate(items)]
-        self.window.check_batch(messages)
         now = datetime.now(timezone.utc)
+        messages = [_parse(item, i, now) for i, item in enumerate(items)]
+        self.window.check_batch(messages)
         prepared = []
         count = self.counter.count_message
         for index, message in enumerate(messages):
@@ -152,14 +172,14 @@ class MemoryCore:
             counts["evicted_tokens"] += unit.tokens
             if counts["first_evicted"] is None:
                 counts["first_evicted"] = unit.first_seq
-        self.state = _replace_state(self.state, window_start=self._window_start())
+        self.window_start = self._window_start()
         return units
 
     def _window_start(self) -> int:
         first = self.window.units[0].first_seq if self.window.units else None
         if first is not None:
             return first
-        return self.counts["last_seq"] + 1 if self.counts["last_seq"] is not None else self.state.window_start
+        return self.counts["last_seq"] + 1 if self.counts["last_seq"] is not None else self.window_start
 
     def fold_request(self, units: list[Unit]) -> FoldRequest:
         pending = self.unfolded + units
@@ -208,7 +228,15 @@ class MemoryCore:
         del warnings[:-MAX_WARNINGS]
 
     def state_to_save(self) -> SessionState:
-        return _replace_state(self.state, stats=_persistable(self.counts))
+        state = self.state
+        return SessionState(
+            self.window_start,
+            state.folded_to,
+            state.pinned_start,
+            state.summary,
+            _persistable(self.counts),
+            state.version,
+        )
 
     # -- context -----------------------------------------------------------------------------
     def block_texts(self, query: str | None) -> list[BlockText]:
@@ -243,6 +271,12 @@ class MemoryCore:
         )
 
     def evicted(self) -> list[LeftOut]:
+        key = (self.counts["evicted_messages"], self.counts["summarized_messages"], self.summary)
+        if self._evicted_key != key:
+            self._evicted_key, self._evicted = key, self._evicted_now()
+        return self._evicted
+
+    def _evicted_now(self) -> list[LeftOut]:
         counts = self.counts
         out = []
         summarized = counts["summarized_messages"]
@@ -266,7 +300,7 @@ class MemoryCore:
                     archived,
                     tokens,
                     counts["first_evicted"],
-                    self.state.window_start - 1,
+                    self.window_start - 1,
                     "evicted by the strategy; stored and searchable",
                 )
             )
@@ -295,6 +329,7 @@ class MemoryCore:
         """Rebuild the window, summary and stats from what the store read."""
         self.window = Window()
         self.state = loaded.state
+        self.window_start = loaded.state.window_start
         self.counts = _fresh_counts() | dict(loaded.state.stats)
         self.counts["warnings"] = list(self.counts["warnings"])
         for stored in sorted([*loaded.pinned, *loaded.window], key=lambda s: s.seq):
@@ -306,10 +341,28 @@ class MemoryCore:
             message = summary_message(record.text, record.first_seq, record.last_seq)
             self.summary = SummaryText(record.text, record.first_seq, record.last_seq, record.tokens, message)
         self.unfolded = _as_units(loaded.unfolded)
+        # The stats are saved with the state, which is written on evictions only; the store knows the rest.
+        seqs = [s.seq for s in (*loaded.pinned[-1:], *loaded.window[-1:])]
+        last = max([*seqs, loaded.state.window_start - 1, self.counts["last_seq"] or -1])
+        self.counts["last_seq"] = last if last >= 0 else None
+        self.counts["messages"] = loaded.info.message_count
 
     def note_seqs(self, seqs: Sequence[int]) -> None:
         if seqs:
             self.counts["last_seq"] = seqs[-1]
+
+
+_PLAIN_KEYS = {"role", "content"}
+_PLAIN_ROLES = frozenset({"user", "assistant", "system", "developer"})
+
+
+def _parse(item: MessageLike, index: int, now: datetime) -> Message:
+    """Message.of, with a fast path for the most common input: a plain ``{"role", "content": str}`` dict."""
+    if type(item) is dict and item.keys() == _PLAIN_KEYS:
+        role, content = item["role"], item["content"]
+        if role in _PLAIN_ROLES and type(content) is str:
+            return Message.trusted(role, content, _new_id(), now)
+    return Message.of(item, index=index)
 
 
 def _resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:

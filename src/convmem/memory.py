@@ -114,7 +114,9 @@ class _Base:
 
     def _context(self, input: InputLike, format: str | None) -> Context:
         core = self._core
-        inputs = core.inputs(input)
+        inputs = core.inputs(input) if input is not None else []
+        if not core.blocks:
+            return core.context(inputs, format or self.format, [])
         query = inputs[-1][0].text if inputs else _last_user_text(core)
         return core.context(inputs, format or self.format, core.block_texts(query))
 
@@ -125,7 +127,7 @@ class _Base:
         counts["output_tokens"] += parsed.output_tokens
         counts["cached_input_tokens"] += parsed.cached_input_tokens
         info = self._core.info
-        if info is not None:
+        if info is not None and info.input_price_per_mtok is not None:  # open-weight models have no list price
             counts["cost_usd"] += cost(info, parsed.input_tokens, parsed.output_tokens, parsed.cached_input_tokens)
         return parsed
 
@@ -175,7 +177,8 @@ class Memory(_Base):
         seqs = self.store.append(self.session_id, prepared, user_id=self.user_id, model=self.model)
         core.push(seqs, prepared)
         core.note_seqs(seqs)
-        self._drive(settle(core, has_sinks=bool(self._sinks)))
+        if core.plan().evict:
+            self._drive(settle(core, has_sinks=bool(self._sinks)))
         return [message for message, _ in prepared]
 
     def context(self, input: InputLike = None, *, format: str | None = None) -> Context:
@@ -292,7 +295,8 @@ class AsyncMemory(_Base):
         seqs = await self.store.append(self.session_id, prepared, user_id=self.user_id, model=self.model)
         core.push(seqs, prepared)
         core.note_seqs(seqs)
-        await self._drive(settle(core, has_sinks=bool(self._sinks)))
+        if core.plan().evict:
+            await self._drive(settle(core, has_sinks=bool(self._sinks)))
         return [message for message, _ in prepared]
 
     async def context(self, input: InputLike = None, *, format: str | None = None) -> Context:

@@ -304,6 +304,22 @@ class Message:
         object.__setattr__(clone, "created_at", created_at)
         return clone
 
+    @classmethod
+    def trusted(cls, role: Role, content: str, id: str, created_at: datetime) -> Message:
+        """A plain text message built without re-validation; callers guarantee a valid role and str content."""
+        message = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(message, "role", role)
+        setattr_(message, "content", content)
+        setattr_(message, "tool_calls", ())
+        setattr_(message, "tool_call_id", None)
+        setattr_(message, "name", None)
+        setattr_(message, "metadata", _EMPTY)
+        setattr_(message, "created_at", created_at)
+        setattr_(message, "id", id)
+        setattr_(message, "extra", _EMPTY)
+        return message
+
     def replace(self, **changes: Any) -> Message:
         """Return a validated copy with ``changes`` applied."""
         return replace(self, **changes)

@@ -113,7 +113,7 @@ def assemble(
             )
         )
     window_tokens = window.tokens - (pending.tokens if pending is not None else 0)
-    input_tokens = sum(tokens for _, tokens in inputs)
+    input_tokens = sum(tokens for _, tokens in inputs) if inputs else 0
     summary_tokens = summary.tokens if summary is not None else 0
     kept_blocks = [b for b in blocks if b.text]
     blocks_message, blocks_tokens = _render_blocks(counter, kept_blocks, template)
@@ -138,24 +138,24 @@ def assemble(
             total -= summary_tokens
             summary, summary_tokens = None, 0
 
-    pinned = [_Sized(e.message, e.tokens, e.seq) for e in window.pinned]
-    newest = [_Sized(e.message, e.tokens, e.seq) for e in units[stop - 1].entries] if stop > start else []
-    sized_inputs = [_Sized(m, t, None) for m, t in inputs]
     truncations: list[Truncation] = []
+    pinned_tokens = window.pinned_tokens
     if total > available:
+        pinned = [_Sized(e.message, e.tokens, e.seq) for e in window.pinned]
+        newest = [_Sized(e.message, e.tokens, e.seq) for e in units[stop - 1].entries] if stop > start else []
+        sized_inputs = [_Sized(m, t, None) for m, t in inputs]
         irreducible = pinned + newest + sized_inputs
-        needed = total
         if on_overflow == "raise":
             raise ContextOverflowError(
                 "the pinned messages, the newest unit and the input do not fit",
-                needed=needed + overhead + reserve,
+                needed=total + overhead + reserve,
                 budget=budget,
             )
         saved = _truncate_largest(counter, irreducible, total - available, truncations)
         if saved < total - available:
             raise ContextOverflowError(
                 "even truncated, the irreducible context does not fit",
-                needed=needed + overhead + reserve,
+                needed=total + overhead + reserve,
                 budget=budget,
             )
         total -= saved
@@ -168,8 +168,13 @@ def assemble(
         )
         pinned_tokens = sum(s.tokens for s in pinned)
         input_tokens = sum(s.tokens for s in sized_inputs)
+        pinned_messages = [s.message for s in pinned]
+        newest_messages = [s.message for s in newest]
+        input_messages = [s.message for s in sized_inputs]
     else:
-        pinned_tokens = window.pinned_tokens
+        pinned_messages = [e.message for e in window.pinned]
+        newest_messages = [e.message for e in units[stop - 1].entries] if stop > start else []
+        input_messages = [m for m, _ in inputs]
 
     truncated_seqs = {t.seq for t in truncations}
     system_extra: list[Message] = []
@@ -192,16 +197,17 @@ def assemble(
     )
     window_range = (units[start].first_seq, units[stop - 1].last_seq) if stop > start else None
     if format == "openai" and render_openai is not None and not truncated_seqs:
-        messages = [_cached(e, render_openai) for e in window.pinned]
-        messages += [render_openai(m) for m in system_extra]
-        messages += islice(window.rendered,  # type: ignore[arg-type]  # filled on push
- _flat_offset(units, start), _flat_offset(units, stop))
-        messages += [render_openai(s.message) for s in sized_inputs]
+        messages = [_cached(e, render_openai) for e in window.pinned] if window.pinned else []
+        if system_extra:
+            messages += [render_openai(m) for m in system_extra]
+        end = len(window.rendered) - (len(pending.entries) if pending is not None else 0)
+        messages += islice(window.rendered, _flat_offset(units, start), end)  # type: ignore[arg-type]
+        if input_messages:
+            messages += [render_openai(m) for m in input_messages]
         return Context("openai", messages, None, account, tuple(left_out), (), window_range, tuple(warnings))
 
     body = [m for u in islice(units, start, max(start, stop - 1)) for m in u.messages]
-    ordered = [s.message for s in pinned] + system_extra + body + [s.message for s in newest]
-    ordered += [s.message for s in sized_inputs]
+    ordered = pinned_messages + system_extra + body + newest_messages + input_messages
     rendered, system = _render(format, ordered)
     return Context(
         format, rendered, system, account, tuple(left_out), tuple(truncations), window_range, tuple(warnings)
@@ -219,8 +225,6 @@ def _flat_offset(units: Any, index: int) -> int:
     """Number of messages in the first ``index`` units (O(index), only off the common path)."""
     if index == 0:
         return 0
-    if index == len(units):
-        return sum(len(u.entries) for u in units)
     return sum(len(u.entries) for u in islice(units, 0, index))
 
 

@@ -1,5 +1,8 @@
 """What ``context()`` returns: the messages for the next request, and an account of them.
 
+The types are immutable named tuples: one is built on every turn, and a
+named tuple costs a fraction of a frozen dataclass to create.
+
 The account answers the questions a user debugging a prompt asks: how many
 tokens each part costs, what the budget was, and what was left out and why.
 
@@ -13,8 +16,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 __all__ = ["Account", "Context", "LeftOut", "LeftOutReason", "Truncation"]
 
@@ -28,8 +30,7 @@ LeftOutReason: TypeAlias = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class LeftOut:
+class LeftOut(NamedTuple):
     """Something that is not (or not wholly) in the context.
 
     Message ranges are reported as counts and seq ranges, never as lists, so
@@ -44,8 +45,7 @@ class LeftOut:
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Truncation:
+class Truncation(NamedTuple):
     """An irreducible message that was cut to fit (``on_overflow="truncate"``)."""
 
     seq: int | None  # None for the input
@@ -53,8 +53,7 @@ class Truncation:
     tokens: int
 
 
-@dataclass(frozen=True, slots=True)
-class Account:
+class Account(NamedTuple):
     """Tokens per part of the context, as the model's counter counts them."""
 
     budget: int
@@ -79,8 +78,7 @@ class Account:
         return self.budget - self.reserved_output - self.total
 
 
-@dataclass(frozen=True, slots=True)
-class Context:
+class Context(NamedTuple):
     """The messages for the next request, rendered for one provider format.
 
     Attributes:
@@ -102,7 +100,7 @@ class Context:
     left_out: tuple[LeftOut, ...] = ()
     truncated: tuple[Truncation, ...] = ()
     window: tuple[int, int] | None = None
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
 
     @property
     def tokens(self) -> int:

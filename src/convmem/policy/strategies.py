@@ -113,18 +113,30 @@ class Strategy(Protocol):
 
 
 class TokenBudget:
-    """Keep the newest units whose tokens fit ``max_tokens`` (default: the whole budget)."""
+    """Keep the newest units whose tokens fit ``max_tokens`` (default: the whole budget).
+
+    Past the ceiling it evicts down to ``low_watermark`` of it, not just below
+    it: evicting in chunks keeps the request's prefix identical for many turns,
+    which keeps provider prompt caches warm (and makes evictions rare). Set
+    ``low_watermark=1.0`` to evict one unit at a time.
+    """
 
     name = "token_budget"
     summarizer = None
 
-    def __init__(self, max_tokens: int | None = None) -> None:
+    def __init__(self, max_tokens: int | None = None, low_watermark: float = 0.8) -> None:
         _positive("max_tokens", max_tokens)
+        if not 0.0 < low_watermark <= 1.0:
+            raise ConfigurationError(f"low_watermark must be in (0, 1], got {low_watermark!r}")
         self.max_tokens = max_tokens
+        self.low_watermark = low_watermark
 
     def plan(self, window: Window, limit: int) -> Plan:
         ceiling = limit if self.max_tokens is None else min(limit, self.max_tokens)
-        count = _evict_count(window, lambda tokens, _: tokens <= ceiling)
+        if window.tokens <= ceiling:
+            return KEEP
+        target = int(ceiling * self.low_watermark)
+        count = _evict_count(window, lambda tokens, _: tokens <= target)
         return Plan(count, False, f"token_budget: {window.tokens} > {ceiling} tokens") if count else KEEP
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ..errors import InvalidMessageError
@@ -56,14 +55,16 @@ class Entry:
         return f"Entry(seq={self.seq}, role={self.message.role!r}, tokens={self.tokens})"
 
 
-@dataclass(slots=True, eq=False)
 class Unit:
-    """One eviction atom; see the module docstring."""
+    """One eviction atom; see the module docstring. ``pending`` holds its unanswered call ids."""
 
-    kind: UnitKind
-    entries: list[Entry]
-    tokens: int
-    pending: set[str] = field(default_factory=set)
+    __slots__ = ("entries", "kind", "pending", "tokens")
+
+    def __init__(self, kind: UnitKind, entries: list[Entry], tokens: int, pending: set[str]) -> None:
+        self.kind = kind
+        self.entries = entries
+        self.tokens = tokens
+        self.pending = pending
 
     @property
     def complete(self) -> bool:
@@ -140,8 +141,8 @@ class Window:
     @property
     def pending(self) -> Unit | None:
         """The newest unit if it still awaits tool results."""
-        last = self.last
-        return last if last is not None and last.pending else None
+        units = self.units
+        return units[-1] if units and units[-1].pending else None
 
     def check(self, message: Message) -> None:
         """Validate that ``message`` may be added next; changes nothing."""
@@ -149,6 +150,12 @@ class Window:
 
     def check_batch(self, messages: Sequence[Message]) -> None:
         """Validate a whole batch in order without changing the window."""
+        if len(messages) == 1:
+            try:
+                _check_against(self.units[-1] if self.units else None, messages[0])
+            except InvalidMessageError as exc:
+                raise exc.at(0) from None
+            return
         last = self.last
         shadow: Unit | None = None if last is None else Unit(last.kind, [], 0, set(last.pending))
         if shadow is not None and last is not None:
@@ -184,11 +191,14 @@ class Window:
             unit.tokens += entry.tokens
             unit.pending.discard(message.tool_call_id or "")
             return unit
-        kind = _unit_kind(message)
-        unit = Unit(kind, [entry], entry.tokens, {c.id for c in message.tool_calls} if message.tool_calls else set())
-        self.units.append(unit)
-        if kind == "user":
+        if message.tool_calls:
+            unit = Unit("tool_call", [entry], entry.tokens, {c.id for c in message.tool_calls})
+        elif message.role == "user":
+            unit = Unit("user", [entry], entry.tokens, set())
             self.user_units += 1
+        else:
+            unit = Unit("assistant", [entry], entry.tokens, set())
+        self.units.append(unit)
         return unit
 
     def pop_oldest(self) -> Unit:
