@@ -1,0 +1,271 @@
+"""OpenAI Chat Completions messages <-> :class:`~convmem.messages.Message`, losslessly.
+
+One Chat Completions message dict is one Message, so both directions are exact::
+
+    to_openai(from_openai(d)) == d        # every valid dict d
+    from_openai(to_openai(m)) == m        # every Message m the format can express
+
+Mapping:
+
+* ``content`` a string stays a string; a list stays a tuple of parts (a list of one
+  text part is still a list). ``text`` -> TextPart, ``image_url`` -> ImagePart (a
+  ``data:<type>;base64,`` URL becomes ``data`` + ``media_type``, any other URL stays
+  ``url``), ``input_audio`` -> AudioPart, ``file`` -> FilePart (``file_data`` split
+  like a data URL when it is one), ``refusal`` -> TextPart with
+  ``extra={"openai": {"type": "refusal"}}``.
+* ``tool_calls[i]`` -> ToolCall; ``type`` must be ``"function"`` (custom tools raise).
+* Everything else (``refusal``, ``audio``, ``annotations``, ``function_call``, keys
+  of nested objects ...) is kept verbatim in ``extra["openai"]`` following the
+  scheme described in ``convmem.formats._common``; ``"content": null`` and
+  ``"tool_calls": []`` are kept there as well, so they come back as they were.
+
+Raises InvalidMessageError (naming the field) for: unknown roles and part types,
+non-function tool calls, arguments that are not JSON, tool messages without
+``tool_call_id``, a local image ``path`` and file parts given by ``url``.
+``metadata``, ``id``, ``created_at``, ``width`` and ``height`` are never rendered.
+
+Example::
+
+    m = from_openai({"role": "user", "content": "hi"})
+    assert to_openai(m) == {"role": "user", "content": "hi"}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
+from ._common import (
+    batch,
+    data_url,
+    each,
+    emit,
+    fail,
+    listing,
+    mapping,
+    namespace,
+    nested,
+    no_path,
+    required_str,
+    split_data_url,
+    string,
+    unknown,
+    wrap,
+)
+
+__all__ = ["from_openai", "from_openai_messages", "to_openai", "to_openai_messages"]
+
+FMT = "openai"
+_PLAIN_ROLES = frozenset({"system", "developer", "user", "assistant"})
+_MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
+
+
+# --- dict -> Message ---------------------------------------------------------------------------
+
+
+def from_openai(d: Mapping[str, Any]) -> Message:
+    """Parse one Chat Completions message dict.
+
+    Args:
+        d: a message such as ``{"role": "user", "content": "hi"}``.
+
+    Returns:
+        The equivalent Message; unmodelled keys are kept in ``extra["openai"]``.
+
+    Raises:
+        InvalidMessageError: the dict is not a valid message; ``field`` names the key.
+    """
+    # Fast path: the plain text message that makes up most of every conversation.
+    if type(d) is dict and len(d) == 2:
+        text = d.get("content")
+        role = d.get("role")
+        if type(text) is str and role in _PLAIN_ROLES:
+            return Message(role=role, content=text)
+    d = mapping(d, "message")
+    role = required_str(d, "role", "role")
+    raw = d.get("content")
+    content: str | tuple[Part, ...] | None
+    if raw is None or isinstance(raw, str):
+        content = raw
+    else:
+        content = tuple(each("content", listing(raw, "content"), _part_from))
+    ns = unknown(d, _MESSAGE_KEYS)
+    raw_calls = d.get("tool_calls")
+    calls: tuple[ToolCall, ...] = ()
+    if raw_calls is not None:
+        calls = tuple(each("tool_calls", listing(raw_calls, "tool_calls"), _call_from))
+        if not calls:
+            ns["tool_calls"] = []
+    return Message(
+        role=role,  # type: ignore[arg-type]  # Message validates the role
+        content=content,
+        tool_calls=calls,
+        tool_call_id=string(d, "tool_call_id", "tool_call_id", required=role == "tool"),
+        name=string(d, "name", "name", required=False),
+        extra=wrap(FMT, ns),
+    )
+
+
+def _part_from(p: object) -> Part:
+    p = mapping(p, "")
+    kind = p.get("type")
+    if kind == "text":
+        return TextPart(required_str(p, "text", "text"), extra=wrap(FMT, unknown(p, ("type", "text"))))
+    if kind == "refusal":
+        ns = unknown(p, ("type", "refusal"))
+        ns["type"] = "refusal"
+        return TextPart(required_str(p, "refusal", "refusal"), extra=wrap(FMT, ns))
+    if kind == "image_url":
+        inner = mapping(p.get("image_url"), "image_url")
+        url = required_str(inner, "url", "image_url.url")
+        ns = unknown(p, ("type", "image_url"))
+        inner_ns = unknown(inner, ("url", "detail"))
+        if inner_ns:
+            ns["image_url"] = inner_ns
+        detail = string(inner, "detail", "image_url.detail", required=False)
+        split = split_data_url(url)
+        extra = wrap(FMT, ns)
+        if split is None:
+            return ImagePart(url=url, detail=detail, extra=extra)  # type: ignore[arg-type]  # validated
+        return ImagePart(data=split[1], media_type=split[0], detail=detail, extra=extra)  # type: ignore[arg-type]
+    if kind == "input_audio":
+        inner = mapping(p.get("input_audio"), "input_audio")
+        ns = unknown(p, ("type", "input_audio"))
+        inner_ns = unknown(inner, ("data", "format"))
+        if inner_ns:
+            ns["input_audio"] = inner_ns
+        return AudioPart(
+            required_str(inner, "data", "input_audio.data"),
+            required_str(inner, "format", "input_audio.format"),
+            extra=wrap(FMT, ns),
+        )
+    if kind == "file":
+        inner = mapping(p.get("file"), "file")
+        ns = unknown(p, ("type", "file"))
+        inner_ns = unknown(inner, ("file_data", "file_id", "filename"))
+        if inner_ns:
+            ns["file"] = inner_ns
+        data = string(inner, "file_data", "file.file_data", required=False)
+        split = split_data_url(data) if data is not None else None
+        return FilePart(
+            data=split[1] if split else data,
+            media_type=split[0] if split else None,
+            file_id=string(inner, "file_id", "file.file_id", required=False),
+            filename=string(inner, "filename", "file.filename", required=False),
+            extra=wrap(FMT, ns),
+        )
+    return fail(f"unknown content part type {kind!r}", "type")
+
+
+def _call_from(c: object) -> ToolCall:
+    c = mapping(c, "")
+    if c.get("type") != "function":
+        fail(f"only 'function' tool calls are supported, got {c.get('type')!r}", "type")
+    fn = mapping(c.get("function"), "function")
+    ns = unknown(c, ("id", "type", "function"))
+    fn_ns = unknown(fn, ("name", "arguments"))
+    if fn_ns:
+        ns["function"] = fn_ns
+    return ToolCall(
+        required_str(c, "id", "id"),
+        required_str(fn, "name", "function.name"),
+        required_str(fn, "arguments", "function.arguments"),
+        extra=wrap(FMT, ns),
+    )
+
+
+def from_openai_messages(items: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Parse a list of Chat Completions messages; errors carry the item index."""
+    return batch(items, from_openai)
+
+
+# --- Message -> dict ---------------------------------------------------------------------------
+
+
+def to_openai(message: Message) -> dict[str, Any]:
+    """Render one Message as a Chat Completions message dict.
+
+    Raises:
+        InvalidMessageError: the message holds something Chat Completions cannot express.
+    """
+    content = message.content
+    # Fast path: a plain text message with nothing else to render.
+    if (
+        type(content) is str
+        and not message.extra
+        and not message.tool_calls
+        and message.name is None
+        and message.role != "tool"
+    ):
+        return {"role": message.role, "content": content}
+    out: dict[str, Any] = {"role": message.role}
+    if isinstance(content, tuple):
+        out["content"] = each("content", content, _part_to)
+    elif content is not None:
+        out["content"] = content
+    if message.name is not None:
+        out["name"] = message.name
+    if message.tool_calls:
+        out["tool_calls"] = each("tool_calls", message.tool_calls, _call_to)
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    emit(out, namespace(message.extra, FMT, ""), FMT, "")
+    return out
+
+
+def _part_to(part: Part) -> dict[str, Any]:
+    ns = namespace(part.extra, FMT, "")
+    out: dict[str, Any]
+    if isinstance(part, TextPart):
+        kind = ns.get("type", "text")
+        if kind not in ("text", "refusal"):
+            fail(f"must be 'text' or 'refusal' for a text part, got {kind!r}", f"extra.{FMT}.type")
+        out = {"type": kind, kind: part.text}
+        emit(out, ns, FMT, "", handled=("type",))
+        return out
+    if isinstance(part, ImagePart):
+        no_path(part.path, "OpenAI", "")
+        url = part.url if part.url is not None else data_url(part.media_type, part.data or "", "")
+        inner: dict[str, Any] = {"url": url}
+        if part.detail is not None:
+            inner["detail"] = part.detail
+        emit(inner, nested(ns, "image_url", FMT, ""), FMT, "image_url.")
+        out = {"type": "image_url", "image_url": inner}
+        emit(out, ns, FMT, "", handled=("image_url",))
+        return out
+    if isinstance(part, AudioPart):
+        audio = {"data": part.data, "format": part.format}
+        emit(audio, nested(ns, "input_audio", FMT, ""), FMT, "input_audio.")
+        out = {"type": "input_audio", "input_audio": audio}
+        emit(out, ns, FMT, "", handled=("input_audio",))
+        return out
+    if part.url is not None:
+        fail("OpenAI Chat Completions cannot reference a file by URL; use data or file_id", "url")
+    file: dict[str, Any] = {}
+    if part.data is not None:
+        file["file_data"] = part.data if part.media_type is None else data_url(part.media_type, part.data, "")
+    elif part.media_type is not None:
+        fail("is only rendered with base64 data", "media_type")
+    if part.file_id is not None:
+        file["file_id"] = part.file_id
+    if part.filename is not None:
+        file["filename"] = part.filename
+    emit(file, nested(ns, "file", FMT, ""), FMT, "file.")
+    out = {"type": "file", "file": file}
+    emit(out, ns, FMT, "", handled=("file",))
+    return out
+
+
+def _call_to(call: ToolCall) -> dict[str, Any]:
+    ns = namespace(call.extra, FMT, "")
+    fn = {"name": call.name, "arguments": call.arguments}
+    emit(fn, nested(ns, "function", FMT, ""), FMT, "function.")
+    out = {"id": call.id, "type": "function", "function": fn}
+    emit(out, ns, FMT, "", handled=("function",))
+    return out
+
+
+def to_openai_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Render Messages as a Chat Completions ``messages`` list; errors carry the index."""
+    return batch(messages, to_openai)

@@ -1,0 +1,314 @@
+"""OpenAI Responses API input items <-> :class:`~convmem.messages.Message` lists.
+
+Items map to Messages like this:
+
+* a ``message`` item (or an "easy" ``{"role": ..., "content": ...}`` without
+  ``type``) is a Message. A string content is rendered in the easy form (no
+  ``type``), so a plain text message is the same dict in all three formats; a list
+  content is rendered with ``"type": "message"``. Text parts are ``output_text`` in
+  assistant messages and ``input_text`` elsewhere; any other text type
+  (``refusal`` included) is kept in the part's ``extra["responses"]["type"]``.
+* consecutive ``function_call`` items, together with a directly preceding assistant
+  ``message`` item, are ONE assistant Message with several tool calls, so parallel
+  calls stay one unit. ``reasoning`` items inside or in front of such a run belong to
+  it too: they are kept verbatim, with the order of the run, in
+  ``extra["responses"]["$layout"]`` (``"m"`` = the message item, ``"t"`` = the next
+  call, an object = a kept item), stored only when the order is not message-then-calls.
+* a ``function_call_output`` item is a tool Message.
+* ``input_image`` -> ImagePart (``image_url`` split like a data URL when it is one),
+  or FilePart with ``extra["responses"]["type"] == "input_image"`` when the image is
+  given by ``file_id``; ``input_file`` -> FilePart; ``input_audio`` -> AudioPart.
+
+Unknown keys (``id``, ``status``, ``annotations``, ``logprobs`` ...) are kept in
+``extra["responses"]`` as described in ``convmem.formats._common``. Unknown item or
+part types, roles other than user/system/developer/assistant, a name (unless
+``drop_names=True``) and local image paths raise InvalidMessageError.
+
+Round trips: ``to_responses(from_responses(items)) == items`` for valid items, and
+``from_responses(to_responses([m])) == [m]`` for every expressible Message. For
+lists, an assistant message directly followed by a content-less assistant message
+with tool calls (or a reasoning-only one) comes back merged with it.
+
+Example::
+
+    items = to_responses([Message(role="user", content="hi")])
+    client.responses.create(model=..., input=items)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from ..errors import InvalidMessageError
+from ..messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
+from ._common import (
+    ABSENT,
+    LAYOUT,
+    apply_layout,
+    check_name,
+    copy_json,
+    data_url,
+    each,
+    emit,
+    fail,
+    listing,
+    mapping,
+    namespace,
+    nested,
+    no_path,
+    required_str,
+    split_data_url,
+    string,
+    unknown,
+    wrap,
+)
+
+__all__ = ["from_responses", "to_responses"]
+
+FMT = "responses"
+_ROLES = frozenset({"user", "system", "developer", "assistant"})
+_TEXT_TYPES = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+_OPAQUE_ITEMS = frozenset({"reasoning"})
+
+
+def _text_type(role: str) -> str:
+    return "output_text" if role == "assistant" else "input_text"
+
+
+# --- Messages -> items -------------------------------------------------------------------------
+
+
+def to_responses(messages: Iterable[Message], *, drop_names: bool = False) -> list[dict[str, Any]]:
+    """Render Messages as Responses API input items.
+
+    Args:
+        messages: the conversation.
+        drop_names: leave ``name`` out instead of raising (Responses has no name field).
+
+    Raises:
+        InvalidMessageError: a message holds something the Responses API cannot
+            express; ``index`` is its position in ``messages``.
+    """
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        try:
+            check_name(m, "Responses", drop_names)
+            out += _items(m)
+        except InvalidMessageError as exc:
+            raise exc.at(i) from None
+    return out
+
+
+def _items(m: Message) -> list[dict[str, Any]]:
+    ns = namespace(m.extra, FMT, "")
+    if m.role == "tool":
+        output: Any = m.content if isinstance(m.content, str) else each("content", m.content or (), _part)
+        item = {"type": "function_call_output", "call_id": m.tool_call_id, "output": output}
+        emit(item, ns, FMT, "")
+        return [item]
+    message: dict[str, Any] | None = None
+    if isinstance(m.content, str):
+        message = {"role": m.role, "content": m.content}
+    elif m.content is not None:
+        kind = _text_type(m.role)
+        message = {"type": "message", "role": m.role, "content": each("content", m.content, partial(_part, kind=kind))}
+    calls = each("tool_calls", m.tool_calls, _call)
+    if message is not None:
+        emit(message, ns, FMT, "")
+    elif any(key != LAYOUT for key in ns):
+        fail("a message without content renders no message item to carry it", f"extra.{FMT}")
+    layout = ns.get(LAYOUT)
+    if layout is None:
+        if message is None and not calls:
+            fail("an assistant message needs content or tool calls in the Responses API", "content")
+        return ([message] if message is not None else []) + calls
+    slots = {"m": [message] if message is not None else [], "t": calls}
+    return apply_layout(layout, slots, _OPAQUE_ITEMS, f"extra.{FMT}.{LAYOUT}")
+
+
+def _call(call: ToolCall) -> dict[str, Any]:
+    item = {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments}
+    emit(item, namespace(call.extra, FMT, ""), FMT, "")
+    return item
+
+
+def _part(part: Part, kind: str = "input_text") -> dict[str, Any]:
+    ns = namespace(part.extra, FMT, "")
+    out: dict[str, Any]
+    if isinstance(part, TextPart):
+        kind = ns.get("type", kind)
+        if kind not in _TEXT_TYPES:
+            fail(f"must be one of {sorted(_TEXT_TYPES)} for a text part, got {kind!r}", f"extra.{FMT}.type")
+        out = {"type": kind, _TEXT_TYPES[kind]: part.text}
+    elif isinstance(part, ImagePart):
+        no_path(part.path, "the Responses API", "")
+        url = part.url if part.url is not None else data_url(part.media_type, part.data or "", "")
+        out = {"type": "input_image", "image_url": url}
+        if part.detail is not None:
+            out["detail"] = part.detail
+    elif isinstance(part, AudioPart):
+        audio = {"data": part.data, "format": part.format}
+        emit(audio, nested(ns, "input_audio", FMT, ""), FMT, "input_audio.")
+        out = {"type": "input_audio", "input_audio": audio}
+    elif ns.get("type") == "input_image":
+        if part.file_id is None or part.data or part.url or part.filename or part.media_type:
+            fail("an input_image file part holds only a file_id", f"extra.{FMT}.type")
+        out = {"type": "input_image", "file_id": part.file_id}
+    else:
+        out = {"type": "input_file"}
+        if part.data is not None:
+            out["file_data"] = part.data if part.media_type is None else data_url(part.media_type, part.data, "")
+        elif part.media_type is not None:
+            fail("is only rendered with base64 data", "media_type")
+        for key, value in (("file_id", part.file_id), ("file_url", part.url), ("filename", part.filename)):
+            if value is not None:
+                out[key] = value
+    emit(out, ns, FMT, "", handled=("type", "input_audio"))
+    return out
+
+
+# --- items -> Messages -------------------------------------------------------------------------
+
+
+class _Run:
+    """An assistant run being collected: an optional message item, calls and kept items."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.message: Message | None = None
+        self.calls: list[ToolCall] = []
+        self.layout: list[Any] = []
+
+    def close(self) -> Message:
+        canonical = (["m"] if self.message is not None else []) + ["t"] * len(self.calls)
+        base = self.message or Message(role="assistant")
+        ns = dict(namespace(base.extra, FMT, ""))
+        if self.layout != canonical:
+            ns[LAYOUT] = self.layout
+        try:
+            return base.replace(tool_calls=tuple(self.calls), extra=wrap(FMT, ns))
+        except InvalidMessageError as exc:
+            raise exc.at(self.index) from None
+
+
+def from_responses(items: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """Parse Responses API input items into Messages (see the module docstring).
+
+    Raises:
+        InvalidMessageError: ``index`` is the position of the offending item.
+    """
+    out: list[Message] = []
+    run: _Run | None = None
+    for i, raw in enumerate(items):
+        try:
+            d = mapping(raw, "item")
+            kind = d.get("type")
+            if kind in (None, "message") and d.get("role") == "assistant":
+                if run is not None and (run.message is not None or run.calls):
+                    out.append(run.close())
+                    run = None
+                run = run or _Run(i)
+                run.message = _message_from(d, "assistant")
+                run.layout.append("m")
+            elif kind in ("function_call", *_OPAQUE_ITEMS):
+                run = run or _Run(i)
+                if kind == "function_call":
+                    run.calls.append(_call_from(d))
+                    run.layout.append("t")
+                else:
+                    run.layout.append(copy_json(d))
+            else:
+                if run is not None:
+                    out.append(run.close())
+                    run = None
+                out.append(_item_from(d, kind))
+        except InvalidMessageError as exc:
+            raise exc.at(i) from None
+    if run is not None:
+        out.append(run.close())
+    return out
+
+
+def _item_from(d: Mapping[str, Any], kind: object) -> Message:
+    if kind in (None, "message"):
+        role = required_str(d, "role", "role")
+        if role not in _ROLES:
+            fail(f"must be one of {sorted(_ROLES)} in the Responses API, got {role!r}", "role")
+        return _message_from(d, role)
+    if kind == "function_call_output":
+        ns = unknown(d, ("type", "call_id", "output"))
+        raw = d.get("output")
+        output: str | tuple[Part, ...]
+        output = raw if isinstance(raw, str) else tuple(each("output", listing(raw, "output"), _part_from))
+        call_id = required_str(d, "call_id", "call_id")
+        return Message(role="tool", content=output, tool_call_id=call_id, extra=wrap(FMT, ns))
+    return fail(f"unsupported item type {kind!r}", "type")
+
+
+def _message_from(d: Mapping[str, Any], role: str) -> Message:
+    raw = d.get("content")
+    if isinstance(raw, str):
+        ns = unknown(d, ("role", "content"))
+        content: str | tuple[Part, ...] = raw
+    else:
+        ns = unknown(d, ("type", "role", "content"))
+        if "type" not in d:
+            ns[ABSENT] = ["type"]
+        content = tuple(each("content", listing(raw, "content"), partial(_part_from, kind=_text_type(role))))
+    return Message(role=role, content=content, extra=wrap(FMT, ns))  # type: ignore[arg-type]  # validated
+
+
+def _call_from(d: Mapping[str, Any]) -> ToolCall:
+    ns = unknown(d, ("type", "call_id", "name", "arguments"))
+    return ToolCall(
+        required_str(d, "call_id", "call_id"),
+        required_str(d, "name", "name"),
+        required_str(d, "arguments", "arguments"),
+        extra=wrap(FMT, ns),
+    )
+
+
+def _part_from(raw: object, kind: str = "input_text") -> Part:
+    p = mapping(raw, "")
+    ptype = p.get("type")
+    if ptype in _TEXT_TYPES:
+        key = _TEXT_TYPES[ptype]
+        ns = unknown(p, ("type", key))
+        if ptype != kind:
+            ns["type"] = ptype
+        return TextPart(required_str(p, key, key), extra=wrap(FMT, ns))
+    if ptype == "input_image":
+        url = string(p, "image_url", "image_url", required=False)
+        if url is None:
+            ns = unknown(p, ("type", "file_id"))
+            ns["type"] = "input_image"
+            return FilePart(file_id=required_str(p, "file_id", "file_id"), extra=wrap(FMT, ns))
+        ns = unknown(p, ("type", "image_url", "detail"))
+        detail = string(p, "detail", "detail", required=False)
+        split = split_data_url(url)
+        if split is None:
+            return ImagePart(url=url, detail=detail, extra=wrap(FMT, ns))  # type: ignore[arg-type]  # validated
+        return ImagePart(data=split[1], media_type=split[0], detail=detail, extra=wrap(FMT, ns))  # type: ignore[arg-type]
+    if ptype == "input_file":
+        ns = unknown(p, ("type", "file_data", "file_id", "file_url", "filename"))
+        data = string(p, "file_data", "file_data", required=False)
+        split = split_data_url(data) if data is not None else None
+        return FilePart(
+            data=split[1] if split else data,
+            media_type=split[0] if split else None,
+            file_id=string(p, "file_id", "file_id", required=False),
+            url=string(p, "file_url", "file_url", required=False),
+            filename=string(p, "filename", "filename", required=False),
+            extra=wrap(FMT, ns),
+        )
+    if ptype == "input_audio":
+        inner = mapping(p.get("input_audio"), "input_audio")
+        ns = unknown(p, ("type", "input_audio"))
+        inner_ns = unknown(inner, ("data", "format"))
+        if inner_ns:
+            ns["input_audio"] = inner_ns
+        data = required_str(inner, "data", "input_audio.data")
+        return AudioPart(data, required_str(inner, "format", "input_audio.format"), extra=wrap(FMT, ns))
+    return fail(f"unknown content part type {ptype!r}", "type")

@@ -1,0 +1,246 @@
+"""Responses API: exact round trips, parallel calls as one Message, reasoning kept, clear errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from convmem.errors import InvalidMessageError
+from convmem.formats.responses import from_responses, to_responses
+from convmem.messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCall
+
+from ..strategies import conversations, messages, with_unknown_keys
+
+OPTIONS: dict[str, Any] = {"names": False, "metadata": False, "sources": ("url", "data"), "sizes": False}
+_REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}
+
+
+@st.composite
+def item_lists(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Valid input items with unknown keys, reasoning items and both message spellings."""
+    items = draw(with_unknown_keys(to_responses(draw(conversations(max_turns=4, **OPTIONS)))))
+    for item in items:
+        if "role" in item and isinstance(item["content"], str) and draw(st.booleans()):
+            item["type"] = "message"
+        elif "role" in item and draw(st.booleans()):
+            item.pop("type", None)
+    for _ in range(draw(st.integers(0, 2))):
+        items.insert(draw(st.integers(0, len(items))), dict(_REASONING))
+    return items
+
+
+@settings(max_examples=150, deadline=None)
+@given(item_lists())
+def test_items_round_trip(items: list[dict[str, Any]]) -> None:
+    assert to_responses(from_responses(items)) == items
+
+
+@settings(max_examples=300)
+@given(messages(**OPTIONS))
+def test_message_round_trip(m: Message) -> None:
+    assert from_responses(to_responses([m])) == [m]
+
+
+@settings(max_examples=75, deadline=None)
+@given(conversations(max_turns=4, **OPTIONS))
+def test_conversation_round_trip(conversation: list[Message]) -> None:
+    assert from_responses(to_responses(conversation)) == conversation
+
+
+def test_plain_messages_are_easy_messages() -> None:
+    assert to_responses([Message(role="user", content="hi")]) == [{"role": "user", "content": "hi"}]
+    assert from_responses([{"role": "user", "content": "hi"}]) == [Message(role="user", content="hi")]
+
+
+def test_parallel_calls_are_one_message() -> None:
+    items = [
+        {"role": "user", "content": "weather?"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "checking"}]},
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "w",
+            "arguments": '{"city":"a"}',
+            "id": "fc_1",
+            "status": "completed",
+        },
+        {"type": "function_call", "call_id": "c2", "name": "w", "arguments": '{"city":"b"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "sun"},
+        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "rain"}]},
+    ]
+    user, assistant, r1, r2 = from_responses(items)
+    assert assistant == Message(
+        role="assistant",
+        content=(TextPart("checking"),),
+        tool_calls=(
+            ToolCall("c1", "w", '{"city":"a"}', extra={"responses": {"id": "fc_1", "status": "completed"}}),
+            ToolCall("c2", "w", '{"city":"b"}'),
+        ),
+    )
+    assert r1 == Message(role="tool", tool_call_id="c1", content="sun")
+    assert r2 == Message(role="tool", tool_call_id="c2", content=(TextPart("rain"),))
+    assert to_responses([user, assistant, r1, r2]) == items
+
+
+def test_api_output_message_keeps_its_fields() -> None:
+    item = {
+        "type": "message",
+        "id": "msg_1",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "hi", "annotations": [], "logprobs": []}],
+    }
+    (m,) = from_responses([item])
+    assert m.extra == {"responses": {"id": "msg_1", "status": "completed"}}
+    assert m.content == (TextPart("hi", extra={"responses": {"annotations": [], "logprobs": []}}),)
+    assert to_responses([m]) == [item]
+
+
+def test_reasoning_items_stay_with_their_run() -> None:
+    items = [
+        {"role": "user", "content": "q"},
+        _REASONING,
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "r"},
+        _REASONING,
+    ]
+    user, call, result, thought = from_responses(items)
+    assert call.tool_calls == (ToolCall("c1", "f", "{}"),)
+    assert call.extra == {"responses": {"$layout": [_REASONING, "t"]}}
+    assert thought == Message(role="assistant", extra={"responses": {"$layout": [_REASONING]}})
+    assert to_responses([user, call, result, thought]) == items
+
+
+def test_parts() -> None:
+    item = {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "high"},
+            {"type": "input_image", "file_id": "file-1", "detail": "auto"},
+            {"type": "input_file", "file_data": "data:application/pdf;base64,JVBE", "filename": "a.pdf"},
+            {"type": "input_file", "file_url": "https://x/a.pdf"},
+            {"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}},
+            {"type": "output_text", "text": "odd but kept"},
+        ],
+    }
+    (m,) = from_responses([item])
+    assert m.content == (
+        ImagePart(data="AAAA", media_type="image/png", detail="high"),
+        FilePart(file_id="file-1", extra={"responses": {"type": "input_image", "detail": "auto"}}),
+        FilePart(data="JVBE", media_type="application/pdf", filename="a.pdf"),
+        FilePart(url="https://x/a.pdf"),
+        AudioPart("UklG", "wav"),
+        TextPart("odd but kept", extra={"responses": {"type": "output_text"}}),
+    )
+    assert to_responses([m]) == [item]
+
+
+def test_easy_message_with_list_content() -> None:
+    item = {"role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    (m,) = from_responses([item])
+    assert m.extra == {"responses": {"$absent": ["type"]}}
+    assert to_responses([m]) == [item]
+
+
+def test_text_then_calls_merge_on_the_way_back() -> None:
+    """Documented: items cannot tell these two messages from one."""
+    text = Message(role="assistant", content="ok")
+    calls = Message(role="assistant", tool_calls=(ToolCall("c1", "f"),))
+    assert from_responses(to_responses([text, calls])) == [text.replace(tool_calls=calls.tool_calls)]
+
+
+@pytest.mark.parametrize(
+    ("messages", "index", "field"),
+    [
+        ([Message(role="user", content="a"), Message(role="user", content="b", name="n")], 1, "name"),
+        ([Message(role="user", content=(ImagePart(path="/tmp/a.png"),))], 0, "content[0].path"),
+        ([Message(role="user", content=(ImagePart(data="AAAA"),))], 0, "content[0].media_type"),
+        ([Message(role="user", content=(FilePart(file_id="f", media_type="a/b"),))], 0, "content[0].media_type"),
+        ([Message(role="assistant")], 0, "content"),
+        (
+            [Message(role="assistant", tool_calls=(ToolCall("c", "f"),), extra={"responses": {"id": "m"}})],
+            0,
+            "extra.responses",
+        ),
+        (
+            [Message(role="assistant", content="a", extra={"responses": {"$layout": ["t"]}})],
+            0,
+            "extra.responses.$layout",
+        ),
+        ([Message(role="assistant", content="a", extra={"responses": {"$layout": []}})], 0, "extra.responses.$layout"),
+        ([Message(role="user", content="a", extra={"responses": {"content": 1}})], 0, "extra.responses.content"),
+        ([Message(role="user", content="a", extra={"responses": {"$absent": ["type"]}})], 0, "extra.responses.$absent"),
+        (
+            [Message(role="user", content=(TextPart("a", extra={"responses": {"type": "text"}}),))],
+            0,
+            "content[0].extra.responses.type",
+        ),
+        (
+            [
+                Message(
+                    role="user",
+                    content=(FilePart(data="A", file_id="f", extra={"responses": {"type": "input_image"}}),),
+                )
+            ],
+            0,
+            "content[0].extra.responses.type",
+        ),
+    ],
+)
+def test_render_errors(messages: list[Message], index: int, field: str) -> None:
+    with pytest.raises(InvalidMessageError) as info:
+        to_responses(messages)
+    assert (info.value.index, info.value.field) == (index, field)
+
+
+def test_drop_names() -> None:
+    assert to_responses([Message(role="user", content="a", name="n")], drop_names=True) == [
+        {"role": "user", "content": "a"}
+    ]
+
+
+_OK = {"role": "user", "content": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("items", "index", "field"),
+    [
+        ([_OK, {"role": "tool", "content": "x"}], 1, "role"),
+        ([_OK, {"content": "x"}], 1, "role"),
+        ([_OK, {"type": "web_search_call", "id": "ws"}], 1, "type"),
+        ([_OK, {"type": "function_call", "name": "f", "arguments": "{}"}], 1, "call_id"),
+        ([_OK, {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{"}], 1, "arguments"),
+        ([_OK, {"type": "function_call_output", "output": "x"}], 1, "call_id"),
+        ([_OK, {"type": "function_call_output", "call_id": "c"}], 1, "output"),
+        ([_OK, {"role": "user", "content": [{"type": "input_video"}]}], 1, "content[0].type"),
+        ([_OK, {"role": "user", "content": [{"type": "input_image"}]}], 1, "content[0].file_id"),
+        (
+            [_OK, {"role": "user", "content": [{"type": "input_image", "image_url": "u", "detail": "x"}]}],
+            1,
+            "content[0].detail",
+        ),
+        (
+            [_OK, {"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "x"}}]}],
+            1,
+            "content[0].input_audio.format",
+        ),
+        ([_OK, {"role": "user", "content": [{"type": "input_file"}]}], 1, "content[0].file"),
+        (
+            [
+                {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                {"type": "function_call", "call_id": "c", "name": "g", "arguments": "{}"},
+            ],
+            0,
+            "tool_calls[1].id",
+        ),
+        ([3], 0, "item"),
+    ],
+)
+def test_parse_errors(items: list[Any], index: int, field: str) -> None:
+    with pytest.raises(InvalidMessageError) as info:
+        from_responses(items)
+    assert (info.value.index, info.value.field) == (index, field)
