@@ -1,0 +1,126 @@
+"""Stores: where sessions and their append-only messages live.
+
+The contract is in :mod:`convmem.stores.base`; the conformance suite every
+backend passes is :mod:`convmem.testing`. Built-in backends:
+
+==================  ===============================================================
+``MemoryStore``     in this process; the reference, and ``Memory()``'s default
+``SQLiteStore``     one SQLite file (WAL); the default persistent store
+``FileStore``       a directory of append-only JSONL files, one per session
+==================  ===============================================================
+
+Each has an ``Async`` twin. Backends are imported on first use, so
+``import convmem.stores`` stays cheap.
+
+Example::
+
+    from convmem.stores import open_store
+
+    store = open_store("sqlite")                   # $CONVMEM_DB or the user data dir
+    store = open_store("sqlite:///tmp/chat.db")    # or "/tmp/chat.db"
+    store = open_store("files:///var/lib/chats")
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError
+from .base import (
+    AsyncSessionStore,
+    AsyncStore,
+    LoadedSession,
+    SearchableStore,
+    SessionInfo,
+    SessionState,
+    SessionStore,
+    Store,
+    StoredMessage,
+    SummaryRecord,
+    status_of,
+)
+
+if TYPE_CHECKING:
+    from .files import AsyncFileStore, FileStore
+    from .memory import AsyncMemoryStore, MemoryStore
+    from .sqlite import AsyncSQLiteStore, SQLiteStore
+
+__all__ = [
+    "AsyncFileStore",
+    "AsyncMemoryStore",
+    "AsyncSQLiteStore",
+    "AsyncSessionStore",
+    "AsyncStore",
+    "FileStore",
+    "LoadedSession",
+    "MemoryStore",
+    "SQLiteStore",
+    "SearchableStore",
+    "SessionInfo",
+    "SessionState",
+    "SessionStore",
+    "Store",
+    "StoredMessage",
+    "SummaryRecord",
+    "open_store",
+    "status_of",
+]
+
+_LAZY = {
+    "AsyncFileStore": "files",
+    "FileStore": "files",
+    "AsyncMemoryStore": "memory",
+    "MemoryStore": "memory",
+    "AsyncSQLiteStore": "sqlite",
+    "SQLiteStore": "sqlite",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'convmem.stores' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def open_store(spec: str | None = None) -> SessionStore:
+    """A store from a short spec.
+
+    Args:
+        spec: ``"memory"``; ``"sqlite"`` (the default path, also for ``None``);
+            ``"sqlite:///abs/path.db"`` or any path ending in ``.db``,
+            ``.sqlite`` or ``.sqlite3``; ``"files:///abs/dir"``.
+
+    Raises:
+        ConfigurationError: the spec names no known backend.
+    """
+    from .files import FileStore
+    from .memory import MemoryStore
+    from .sqlite import SQLiteStore
+
+    if spec is None or spec == "sqlite":
+        return SQLiteStore()
+    if spec == "memory":
+        return MemoryStore()
+    if spec.startswith("sqlite://"):
+        return SQLiteStore(_url_path(spec, "sqlite://"))
+    if spec.startswith("files://"):
+        return FileStore(_url_path(spec, "files://"))
+    if Path(spec).suffix in (".db", ".sqlite", ".sqlite3"):
+        return SQLiteStore(Path(spec).expanduser())
+    raise ConfigurationError(
+        f"unknown store {spec!r}; use 'memory', 'sqlite', 'sqlite:///path.db', a path ending in .db, "
+        "or 'files:///dir'"
+    )
+
+
+def _url_path(spec: str, scheme: str) -> Path:
+    rest = spec[len(scheme):].lstrip("/")
+    if not spec[len(scheme):].startswith("/") or not rest:
+        raise ConfigurationError(f"store URL {spec!r} needs an absolute path: {scheme}/absolute/path")
+    # scheme:///abs/path names /abs/path; scheme:///~/x is accepted for a path in the home directory.
+    return Path(rest).expanduser() if rest.startswith("~") else Path("/" + rest)
