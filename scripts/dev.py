@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Set up and run convmem from a fresh clone with nothing but python3.
+
+    python3 scripts/dev.py demo    # replay the shipped agent session on the embedded default
+    python3 scripts/dev.py test    # lint + strict type check + the whole test suite
+
+Each command creates ./.venv on first use and installs what it needs into it.
+Only the standard library is used here, on purpose.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+DEMO = ["replay", "examples/agent_session.jsonl", "--model", "gpt-4o", "--strategy", "summary_buffer",
+        "--max-tokens", "16000", "--every", "25"]
+
+
+def run(*command: str | Path) -> None:
+    print("+", " ".join(str(c) for c in command), flush=True)
+    completed = subprocess.run([str(c) for c in command], cwd=ROOT, check=False)
+    if completed.returncode != 0:
+        sys.exit(completed.returncode)
+
+
+def ensure_venv(extras: str) -> None:
+    marker = VENV / f".installed-{extras or 'base'}"
+    stamp = str((ROOT / "pyproject.toml").stat().st_mtime_ns)
+    if marker.exists() and marker.read_text() == stamp:
+        return
+    if not BIN.joinpath("python").exists():
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    run(BIN / "python", "-m", "pip", "install", "--quiet", "-e", f".[{extras}]" if extras else ".")
+    marker.write_text(stamp)
+
+
+def main() -> None:
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    if command == "demo":
+        ensure_venv("")
+        run(BIN / "convmem", *DEMO, *sys.argv[2:])
+    elif command == "test":
+        ensure_venv("dev")
+        run(BIN / "ruff", "check", "src", "tests", "bench", "examples", "scripts")
+        run(BIN / "ruff", "format", "--check", "src", "tests", "bench", "examples", "scripts")
+        run(BIN / "mypy")
+        run(BIN / "pytest", "-q", *sys.argv[2:])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
