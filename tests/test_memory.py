@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -392,3 +393,24 @@ def test_token_budget_evicts_in_chunks_down_to_the_low_watermark() -> None:
     for i in range(60):
         exact.add(user(f"message number {i} " * 4))
     assert exact.context().account.window > ctx.account.window
+
+
+def test_evicted_units_flow_to_sinks_whole_and_a_failing_sink_loses_nothing() -> None:
+    received: list[list[str]] = []
+
+    class Sink:
+        def absorb(self, units: Any, *, session_id: str, user_id: str | None) -> None:
+            received.extend([[s.message.role for s in unit] for unit in units])
+
+    class BrokenSink:
+        def absorb(self, units: Any, *, session_id: str, user_id: str | None) -> None:
+            raise OSError("index offline")
+
+    memory = Memory(max_tokens=300, sinks=[Sink(), BrokenSink()])
+    for i in range(15):
+        memory.add(user(f"question {i} " * 5))
+        memory.add_many([call(f"c{i}", f"d{i}"), result(f"c{i}", "r " * 10), result(f"d{i}", "s " * 10)])
+    assert ["assistant", "tool", "tool"] in received
+    assert all(unit in (["user"], ["assistant", "tool", "tool"]) for unit in received)
+    assert sum(len(u) for u in received) == len(memory.messages("archived"))
+    assert any("BrokenSink failed: OSError: index offline" in w for w in memory.stats().warnings)
