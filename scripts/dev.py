@@ -50,7 +50,6 @@ def main() -> None:
     elif command == "test":
         ensure_venv("dev")
         run(BIN / "ruff", "check", "src", "tests", "bench", "examples", "scripts")
-        run(BIN / "ruff", "format", "--check", "src", "tests", "bench", "examples", "scripts")
         run(BIN / "mypy")
         run(BIN / "pytest", "-q", *sys.argv[2:])
     else:
