@@ -122,11 +122,12 @@ def _header(setup: Setup) -> Text:
     text = Text.assemble(
         ("Replayed ", "bold"),
         (setup.transcript, "cyan"),
-        f" ({setup.format})  model ",
+        f" ({setup.format} format)\n",
+        "model ",
         (setup.model, "cyan"),
-        "  strategy ",
+        ", strategy ",
         (setup.strategy + (f"({options})" if options else ""), "cyan"),
-        f"\nbudget {setup.budget:,} tokens, {setup.reserved_output:,} reserved for output; counter {setup.counter}",
+        f"\nbudget {setup.budget:,} tokens ({setup.reserved_output:,} reserved for output), counter {setup.counter}",
         ("" if setup.exact else " (APPROXIMATE)", "yellow"),
     )
     if setup.summarizer:

@@ -171,6 +171,7 @@ def _run(
     path: Path, lines: Sequence[Line], fmt: Format, memory: Memory, *, quiet: bool, console: Console
 ) -> ReplayResult:
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("lines"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True, disable=quiet) as progress:
+    # Off the terminal (pipes, CI) a live bar would only leave a stray blank line behind.
+    with Progress(*columns, console=console, transient=True, disable=quiet or not console.is_terminal) as progress:
         task = progress.add_task("replay", total=len(lines))
         return replay_file(path, lines, fmt, memory, advance=lambda n: progress.advance(task, n))
