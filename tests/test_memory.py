@@ -414,3 +414,18 @@ def test_evicted_units_flow_to_sinks_whole_and_a_failing_sink_loses_nothing() ->
     assert all(unit in (["user"], ["assistant", "tool", "tool"]) for unit in received)
     assert sum(len(u) for u in received) == len(memory.messages("archived"))
     assert any("BrokenSink failed: OSError: index offline" in w for w in memory.stats().warnings)
+
+
+def test_store_spec_string_opens_sqlite_and_the_session_resumes(tmp_path: Any) -> None:
+    from convmem.stores import open_store
+
+    path = tmp_path / "conv.db"
+    memory = Memory(max_tokens=300, store=f"sqlite://{path}", user_id="u1")
+    for i in range(30):
+        memory.add_many([user(f"question {i} " * 4), call(f"c{i}"), result(f"c{i}", "r " * 8), assistant(f"a{i}")])
+    before = memory.context()
+    memory.close()
+    reopened = Memory.open(memory.session_id, store=open_store(str(path)), user_id="u1", max_tokens=300)
+    assert reopened.context().messages == before.messages
+    assert len(reopened.messages()) == 120
+    reopened.close()

@@ -149,8 +149,12 @@ class _Base:
 class Memory(_Base):
     """A conversation memory with a synchronous API. See the module docstring."""
 
-    def __init__(self, model: str | None = None, *, store: Store | None = None, **options: Any) -> None:
+    def __init__(self, model: str | None = None, *, store: Store | str | None = None, **options: Any) -> None:
         super().__init__(model, **options)
+        if isinstance(store, str):
+            from .stores import open_store  # "sqlite", "sqlite:///path.db", "files:///dir", "memory"
+
+            store = open_store(store)
         self.store: Store = store if store is not None else MemoryStore()
         summarizer = self._core.strategy.summarizer
         if summarizer is not None and not hasattr(summarizer, "summarize"):

@@ -104,7 +104,7 @@ def _check_against(last: Unit | None, message: Message) -> None:
                 field="tool_call_id",
             )
         if call_id not in last.pending:
-            known = ", ".join(repr(e.id) for e in last.entries[0].message.tool_calls)
+            known = ", ".join(repr(c) for c in sorted(last.pending)) or "none"
             answered = any(e.message.tool_call_id == call_id for e in last.entries[1:])
             why = "is already answered" if answered else f"is unknown (the open calls are {known})"
             raise InvalidMessageError(f"tool call id {call_id!r} {why}", field="tool_call_id")
