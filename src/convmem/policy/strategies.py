@@ -156,7 +156,21 @@ class SlidingWindow:
         return Plan(count, False, f"sliding_window: {window.messages} > {most} messages") if count else KEEP
 
 
-class SummaryBuffer:
+class _Folding:
+    """What the folding strategies share: a summarizer, and a ceiling of their own below the hard limit."""
+
+    max_tokens: int | None
+    _summarizer: Summarizer | AsyncSummarizer | None
+
+    @property
+    def summarizer(self) -> Summarizer | AsyncSummarizer | None:
+        return self._summarizer
+
+    def ceiling(self, limit: int) -> int:
+        return limit if self.max_tokens is None else min(limit, self.max_tokens)
+
+
+class SummaryBuffer(_Folding):
     """A running summary: past ``max_tokens``, fold the oldest units until ``keep_recent_tokens`` remain."""
 
     name = "summary_buffer"
@@ -177,12 +191,8 @@ class SummaryBuffer:
         self.keep_recent_tokens = keep_recent_tokens
         self._summarizer = summarizer
 
-    @property
-    def summarizer(self) -> Summarizer | AsyncSummarizer | None:
-        return self._summarizer
-
     def plan(self, window: Window, limit: int) -> Plan:
-        ceiling = limit if self.max_tokens is None else min(limit, self.max_tokens)
+        ceiling = self.ceiling(limit)
         if window.tokens <= ceiling:
             return KEEP
         keep = self.keep_recent_tokens if self.keep_recent_tokens is not None else ceiling // 2
@@ -191,7 +201,7 @@ class SummaryBuffer:
         return Plan(count, True, f"summary_buffer: {window.tokens} > {ceiling} tokens") if count else KEEP
 
 
-class Compaction:
+class Compaction(_Folding):
     """When the window is full, fold everything but the newest ``keep_turns`` user turns into the summary."""
 
     name = "compaction"
@@ -208,12 +218,8 @@ class Compaction:
         self.keep_turns = keep_turns
         self._summarizer = summarizer
 
-    @property
-    def summarizer(self) -> Summarizer | AsyncSummarizer | None:
-        return self._summarizer
-
     def plan(self, window: Window, limit: int) -> Plan:
-        ceiling = limit if self.max_tokens is None else min(limit, self.max_tokens)
+        ceiling = self.ceiling(limit)
         if window.tokens <= ceiling:
             return KEEP
         # Find where the newest `keep_turns` user turns start, walking from the newest end.
