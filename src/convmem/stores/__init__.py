@@ -113,14 +113,13 @@ def open_store(spec: str | None = None) -> SessionStore:
     if Path(spec).suffix in (".db", ".sqlite", ".sqlite3"):
         return SQLiteStore(Path(spec).expanduser())
     raise ConfigurationError(
-        f"unknown store {spec!r}; use 'memory', 'sqlite', 'sqlite:///path.db', a path ending in .db, "
-        "or 'files:///dir'"
+        f"unknown store {spec!r}; use 'memory', 'sqlite', 'sqlite:///path.db', a path ending in .db, or 'files:///dir'"
     )
 
 
 def _url_path(spec: str, scheme: str) -> Path:
-    rest = spec[len(scheme):].lstrip("/")
-    if not spec[len(scheme):].startswith("/") or not rest:
+    rest = spec[len(scheme) :].lstrip("/")
+    if not spec[len(scheme) :].startswith("/") or not rest:
         raise ConfigurationError(f"store URL {spec!r} needs an absolute path: {scheme}/absolute/path")
     # scheme:///abs/path names /abs/path; scheme:///~/x is accepted for a path in the home directory.
     return Path(rest).expanduser() if rest.startswith("~") else Path("/" + rest)

@@ -42,7 +42,11 @@ class AsyncStoreWrapper(Generic[S]):
         return fn(*args, **kwargs)
 
     async def append(
-        self, session_id: str, messages: Sequence[tuple[Message, int]], *, user_id: str | None = None,
+        self,
+        session_id: str,
+        messages: Sequence[tuple[Message, int]],
+        *,
+        user_id: str | None = None,
         model: str | None = None,
     ) -> list[int]:
         return await self._run(self.sync.append, session_id, messages, user_id=user_id, model=model)
@@ -53,8 +57,9 @@ class AsyncStoreWrapper(Generic[S]):
     async def save_state(
         self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
     ) -> SessionState:
-        return await self._run(self.sync.save_state, session_id, state, expected_version=expected_version,
-                               user_id=user_id)
+        return await self._run(
+            self.sync.save_state, session_id, state, expected_version=expected_version, user_id=user_id
+        )
 
     async def messages(
         self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
@@ -74,7 +79,11 @@ class AsyncStoreWrapper(Generic[S]):
         return await self._run(self.sync.list_sessions, user_id=user_id, limit=limit)
 
     async def update_session(
-        self, session_id: str, *, user_id: str | None = None, title: str | None = None,
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         return await self._run(self.sync.update_session, session_id, user_id=user_id, title=title, metadata=metadata)

@@ -100,12 +100,13 @@ def json_object(value: Mapping[str, Any], what: str = "session metadata") -> dic
 def check_deletable(session_id: str, doomed: set[int], fork_seq: int | None, forks: list[tuple[str, int]]) -> None:
     """Only a session's own rows can be deleted, and only those no fork shares."""
     if fork_seq is not None and doomed and min(doomed) <= fork_seq:
-        raise StoreError(f"session {session_id!r} shares seqs up to {fork_seq} with the session it was forked "
-                         "from; they cannot be deleted here")
+        raise StoreError(
+            f"session {session_id!r} shares seqs up to {fork_seq} with the session it was forked "
+            "from; they cannot be deleted here"
+        )
     for child, at in forks:
         if doomed and min(doomed) <= at:
-            raise StoreError(f"fork {child!r} shares seqs up to {at} of session {session_id!r}; "
-                             "they cannot be deleted")
+            raise StoreError(f"fork {child!r} shares seqs up to {at} of session {session_id!r}; they cannot be deleted")
 
 
 # -- forks -----------------------------------------------------------------------------------
@@ -181,19 +182,29 @@ def fork_state(state: SessionState, at_seq: int, *, messages: int) -> SessionSta
 # -- export / import -------------------------------------------------------------------------
 def export_header(info: SessionInfo, state: SessionState, next_seq: int) -> bytes:
     session = {
-        "id": info.id, "title": info.title, "model": info.model, "metadata": dict(info.metadata),
-        "created_at": encode_datetime(info.created_at), "updated_at": encode_datetime(info.updated_at),
+        "id": info.id,
+        "title": info.title,
+        "model": info.model,
+        "metadata": dict(info.metadata),
+        "created_at": encode_datetime(info.created_at),
+        "updated_at": encode_datetime(info.updated_at),
         "next_seq": next_seq,
     }
-    header = {"format": FORMAT, "version": FORMAT_VERSION, "session": session,
-              "state": encode_state(state, with_version=True), "messages": info.message_count}
+    header = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "session": session,
+        "state": encode_state(state, with_version=True),
+        "messages": info.message_count,
+    }
     return (dumps(header) + "\n").encode()
 
 
 def export_line(stored: StoredMessage) -> bytes:
     """One message line; the file backend stores exactly these lines."""
-    return (dumps({"seq": stored.seq, "tokens": stored.tokens, "message": encode_message(stored.message)})
-            + "\n").encode()
+    return (
+        dumps({"seq": stored.seq, "tokens": stored.tokens, "message": encode_message(stored.message)}) + "\n"
+    ).encode()
 
 
 def parse_line(line: bytes) -> StoredMessage:
@@ -223,17 +234,28 @@ class Imported:
     rows: list[StoredMessage]
 
     def info(self, user_id: str | None) -> SessionInfo:
-        return SessionInfo(self.id, user_id, self.title, self.model, self.metadata, self.created_at,
-                           self.updated_at, len(self.rows), sum(r.tokens for r in self.rows))
+        return SessionInfo(
+            self.id,
+            user_id,
+            self.title,
+            self.model,
+            self.metadata,
+            self.created_at,
+            self.updated_at,
+            len(self.rows),
+            sum(r.tokens for r in self.rows),
+        )
 
 
-def _header(line: bytes) -> Imported:
+def _header(line: bytes) -> tuple[Imported, int]:
+    """The parsed header and the number of message lines it announces."""
     value = json_loads(line)
     if not isinstance(value, dict) or value.get("format") != FORMAT:
         raise ValueError(f"not a convmem session export (expected a header with format {FORMAT!r})")
     if value.get("version") != FORMAT_VERSION:
-        raise ValueError(f"unsupported export version {value.get('version')!r}; this convmem reads "
-                         f"version {FORMAT_VERSION}")
+        raise ValueError(
+            f"unsupported export version {value.get('version')!r}; this convmem reads version {FORMAT_VERSION}"
+        )
     session = value["session"]
     session_id, next_seq = session["id"], session["next_seq"]
     if not isinstance(session_id, str) or not session_id:
@@ -253,9 +275,17 @@ def _header(line: bytes) -> Imported:
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise ValueError(f"messages must be a non-negative integer, got {count!r}")
     state = decode_state(value["state"])
-    return Imported(session_id, session.get("title"), session.get("model"), metadata,
-                    created.astimezone(timezone.utc), updated.astimezone(timezone.utc), next_seq, state,
-                    [None] * count)  # type: ignore[list-item]  # placeholders: the count to expect
+    return Imported(
+        session_id,
+        session.get("title"),
+        session.get("model"),
+        metadata,
+        created.astimezone(timezone.utc),
+        updated.astimezone(timezone.utc),
+        next_seq,
+        state,
+        [],
+    ), count
 
 
 def parse_export(data: bytes | str) -> Imported:
@@ -268,8 +298,7 @@ def parse_export(data: bytes | str) -> Imported:
         raise StoreError("import: the data is empty; nothing was imported")
     number = 1
     try:
-        head = _header(lines[0])
-        expected = len(head.rows)
+        head, expected = _header(lines[0])
         rows: list[StoredMessage] = []
         ids: set[str] = set()
         for number, line in enumerate(lines[1:], start=2):  # noqa: B007 - number names the bad line
@@ -284,8 +313,7 @@ def parse_export(data: bytes | str) -> Imported:
             rows.append(stored)
         number = len(lines) + 1
         if len(rows) != expected:
-            raise ValueError(f"the header announces {expected} messages but the data holds {len(rows)} "
-                             "(truncated?)")
+            raise ValueError(f"the header announces {expected} messages but the data holds {len(rows)} (truncated?)")
     except (ValueError, KeyError, TypeError, AttributeError, InvalidMessageError) as exc:
         reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise StoreError(f"import: line {number}: {reason}; nothing was imported") from None

@@ -48,9 +48,19 @@ class Meta:
     state: SessionState = field(default_factory=SessionState)
 
     def info(self) -> SessionInfo:
-        return SessionInfo(self.id, self.user_id, self.title, self.model, dict(self.metadata), self.created_at,
-                           self.updated_at, self.base_count + self.count, self.base_tokens + self.tokens,
-                           self.parent_id, self.fork_seq)
+        return SessionInfo(
+            self.id,
+            self.user_id,
+            self.title,
+            self.model,
+            dict(self.metadata),
+            self.created_at,
+            self.updated_at,
+            self.base_count + self.count,
+            self.base_tokens + self.tokens,
+            self.parent_id,
+            self.fork_seq,
+        )
 
     def caught_up(self, lines: LineFile) -> tuple[Meta, list[Line]]:
         """This record brought up to date with the complete lines appended after ``synced``."""
@@ -59,8 +69,12 @@ class Meta:
             return self, tail
         mtime = datetime.fromtimestamp(os.stat(lines.path).st_mtime_ns / 1e9, timezone.utc)
         return replace(
-            self, synced=end, count=self.count + len(tail), tokens=self.tokens + sum(t.tokens for t in tail),
-            next_seq=max(self.next_seq, tail[-1].seq + 1), updated_at=max(self.updated_at, mtime),
+            self,
+            synced=end,
+            count=self.count + len(tail),
+            tokens=self.tokens + sum(t.tokens for t in tail),
+            next_seq=max(self.next_seq, tail[-1].seq + 1),
+            updated_at=max(self.updated_at, mtime),
             pinned=self.pinned + [(t.seq, t.offset) for t in tail if t.role in PINNED_ROLES],
         ), tail
 
@@ -70,12 +84,24 @@ class Meta:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "user_id": self.user_id, "title": self.title, "model": self.model,
-            "metadata": self.metadata, "created_at": encode_datetime(self.created_at),
-            "updated_at": encode_datetime(self.updated_at), "parent_id": self.parent_id, "fork_seq": self.fork_seq,
-            "base_count": self.base_count, "base_tokens": self.base_tokens, "deleted": self.deleted,
-            "synced": self.synced, "count": self.count, "tokens": self.tokens, "next_seq": self.next_seq,
-            "pinned": [list(p) for p in self.pinned], "state": encode_state(self.state, with_version=True),
+            "id": self.id,
+            "user_id": self.user_id,
+            "title": self.title,
+            "model": self.model,
+            "metadata": self.metadata,
+            "created_at": encode_datetime(self.created_at),
+            "updated_at": encode_datetime(self.updated_at),
+            "parent_id": self.parent_id,
+            "fork_seq": self.fork_seq,
+            "base_count": self.base_count,
+            "base_tokens": self.base_tokens,
+            "deleted": self.deleted,
+            "synced": self.synced,
+            "count": self.count,
+            "tokens": self.tokens,
+            "next_seq": self.next_seq,
+            "pinned": [list(p) for p in self.pinned],
+            "state": encode_state(self.state, with_version=True),
         }
 
     @classmethod
@@ -85,12 +111,19 @@ class Meta:
             if not isinstance(value[name], int) or isinstance(value[name], bool):
                 raise ValueError(f"{name} must be an integer")
         return cls(
-            id=str(value["id"]), user_id=value["user_id"], title=value["title"], model=value["model"],
-            metadata=dict(value["metadata"]), created_at=decode_datetime(value["created_at"]),
-            updated_at=decode_datetime(value["updated_at"]), parent_id=value["parent_id"],
-            fork_seq=value["fork_seq"], deleted=bool(value["deleted"]),
+            id=str(value["id"]),
+            user_id=value["user_id"],
+            title=value["title"],
+            model=value["model"],
+            metadata=dict(value["metadata"]),
+            created_at=decode_datetime(value["created_at"]),
+            updated_at=decode_datetime(value["updated_at"]),
+            parent_id=value["parent_id"],
+            fork_seq=value["fork_seq"],
+            deleted=bool(value["deleted"]),
             pinned=[(int(seq), int(offset)) for seq, offset in value["pinned"]],
-            state=decode_state(value["state"]), **{name: value[name] for name in ints},
+            state=decode_state(value["state"]),
+            **{name: value[name] for name in ints},
         )
 
 

@@ -142,8 +142,9 @@ class LineFile:
         """
         size = self.size()
         if size < floor:
-            raise StoreError(f"{self.path} is shorter ({size} bytes) than its recorded {floor} bytes; "
-                             "convmem left it untouched")
+            raise StoreError(
+                f"{self.path} is shorter ({size} bytes) than its recorded {floor} bytes; convmem left it untouched"
+            )
         if size == floor:
             return 0
         with open(self.path, "rb+") as handle:
@@ -173,7 +174,7 @@ class LineFile:
             start = os.fstat(fd).st_size
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -23,8 +23,10 @@ from __future__ import annotations
 __all__ = ["MIGRATIONS"]
 
 MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
-    ("0001_sessions_and_messages", (
-        """
+    (
+        "0001_sessions_and_messages",
+        (
+            """
         CREATE TABLE sessions (
             id TEXT PRIMARY KEY,
             user_id TEXT,
@@ -45,9 +47,9 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             deleted INTEGER NOT NULL DEFAULT 0
         )
         """,
-        "CREATE INDEX sessions_by_user ON sessions (user_id, updated_at)",
-        "CREATE INDEX sessions_by_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL",
-        """
+            "CREATE INDEX sessions_by_user ON sessions (user_id, updated_at)",
+            "CREATE INDEX sessions_by_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL",
+            """
         CREATE TABLE messages (
             session_id TEXT NOT NULL REFERENCES sessions (id),
             seq INTEGER NOT NULL,
@@ -59,9 +61,10 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             PRIMARY KEY (session_id, seq)
         )
         """,
-        # Pinned messages can sit anywhere in the archive; this index finds them without reading it.
-        "CREATE INDEX messages_pinned ON messages (session_id, seq) WHERE role IN ('system', 'developer')",
-    )),
+            # Pinned messages can sit anywhere in the archive; this index finds them without reading it.
+            "CREATE INDEX messages_pinned ON messages (session_id, seq) WHERE role IN ('system', 'developer')",
+        ),
+    ),
 ]
 
 CREATE_MIGRATIONS = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
@@ -95,9 +98,7 @@ AFTER_APPEND = (
     "UPDATE sessions SET next_seq = ?, message_count = message_count + ?, tokens = tokens + ?, updated_at = ? "
     "WHERE id = ?"
 )
-AFTER_DELETE = (
-    "UPDATE sessions SET message_count = message_count - ?, tokens = tokens - ?, updated_at = ? WHERE id = ?"
-)
+AFTER_DELETE = "UPDATE sessions SET message_count = message_count - ?, tokens = tokens - ?, updated_at = ? WHERE id = ?"
 SAVE_STATE = "UPDATE sessions SET state = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"
 TOMBSTONE = "UPDATE sessions SET deleted = 1 WHERE id = ?"
 DELETE_SESSION = "DELETE FROM sessions WHERE id = ?"

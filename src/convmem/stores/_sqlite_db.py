@@ -47,8 +47,9 @@ def translate(path: str) -> Iterator[None]:
     except sqlite3.DatabaseError as exc:
         text = str(exc)
         if "not a database" in text or "malformed" in text:
-            raise StoreError(f"SQLite database {path} is corrupt or not a database ({text}); "
-                             "convmem left it untouched") from exc
+            raise StoreError(
+                f"SQLite database {path} is corrupt or not a database ({text}); convmem left it untouched"
+            ) from exc
         raise StoreError(f"SQLite database {path}: {text}") from exc
     except sqlite3.Error as exc:
         raise StoreError(f"SQLite database {path}: {exc}") from exc
@@ -65,8 +66,13 @@ class Database:
         with translate(self.path):
             if self.path != ":memory:" and not self.path.startswith("file:"):
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False,
-                                         uri=self.path.startswith("file:"))
+            self._conn = sqlite3.connect(
+                self.path,
+                timeout=timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=self.path.startswith("file:"),
+            )
         try:
             with translate(self.path):
                 self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
@@ -116,9 +122,11 @@ class Database:
         known = [name for name, _ in MIGRATIONS]
         unknown = [name for name in applied if name not in known]
         if unknown:
-            raise StoreError(f"SQLite database {self.path} was written by a newer convmem (unknown migrations: "
-                             f"{', '.join(unknown)}); upgrade convmem to open it")
-        if list(applied) != known[:len(applied)]:
+            raise StoreError(
+                f"SQLite database {self.path} was written by a newer convmem (unknown migrations: "
+                f"{', '.join(unknown)}); upgrade convmem to open it"
+            )
+        if list(applied) != known[: len(applied)]:
             raise StoreError(f"SQLite database {self.path} records migrations out of order: {', '.join(applied)}")
 
     def _inspect(self) -> list[str]:
@@ -126,8 +134,10 @@ class Database:
             applied = self._applied(conn)
             foreign = not applied and conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None
         if foreign:
-            raise StoreError(f"SQLite database {self.path} holds tables of another program (no convmem "
-                             "migrations recorded); convmem left it untouched")
+            raise StoreError(
+                f"SQLite database {self.path} holds tables of another program (no convmem "
+                "migrations recorded); convmem left it untouched"
+            )
         self._check(applied)
         return applied
 
@@ -136,7 +146,7 @@ class Database:
             conn.execute(CREATE_MIGRATIONS)
             applied = self._applied(conn)  # another process may have migrated meanwhile
             self._check(applied)
-            for name, statements in MIGRATIONS[len(applied):]:
+            for name, statements in MIGRATIONS[len(applied) :]:
                 for statement in statements:
                     conn.execute(statement)
                 conn.execute(RECORD_MIGRATION, (name, encode_datetime(now())))

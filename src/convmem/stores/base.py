@@ -160,7 +160,11 @@ class Store(Protocol):
     """A synchronous store: what ``Memory`` needs. Every method is scoped by ``user_id``."""
 
     def append(
-        self, session_id: str, messages: Sequence[tuple[Message, int]], *, user_id: str | None = None,
+        self,
+        session_id: str,
+        messages: Sequence[tuple[Message, int]],
+        *,
+        user_id: str | None = None,
         model: str | None = None,
     ) -> list[int]:
         """Append messages (with their token counts) in one write; returns their seqs.
@@ -209,7 +213,11 @@ class SessionStore(Store, Protocol):
         ...
 
     def update_session(
-        self, session_id: str, *, user_id: str | None = None, title: str | None = None,
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         """Set the title and/or replace the metadata (``None`` leaves a field unchanged)."""
@@ -241,7 +249,11 @@ class AsyncStore(Protocol):
     """The async twin of :class:`Store`: the same methods, awaited; ``aclose`` closes."""
 
     async def append(
-        self, session_id: str, messages: Sequence[tuple[Message, int]], *, user_id: str | None = None,
+        self,
+        session_id: str,
+        messages: Sequence[tuple[Message, int]],
+        *,
+        user_id: str | None = None,
         model: str | None = None,
     ) -> list[int]: ...
 
@@ -269,7 +281,11 @@ class AsyncSessionStore(AsyncStore, Protocol):
     async def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]: ...
 
     async def update_session(
-        self, session_id: str, *, user_id: str | None = None, title: str | None = None,
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo: ...
 

@@ -85,12 +85,18 @@ def decode_datetime(text: object) -> datetime:
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(f"unknown time zone {name!r}") from exc
     value = datetime.fromisoformat(text)
-    if zone is not None:
-        if value.tzinfo is None:
-            raise ValueError(f"time zone {zone.key!r} given without a UTC offset")
-        # Converting from the recorded offset restores the wall time and the fold exactly.
-        value = value.astimezone(zone)
-    return value
+    if zone is None:
+        return value
+    if value.tzinfo is None:
+        raise ValueError(f"time zone {zone.key!r} given without a UTC offset")
+    # Keep the recorded wall time and pick the fold whose offset is the recorded one: this
+    # restores ambiguous and even skipped (nonexistent) local times exactly.
+    wall = value.replace(tzinfo=None)
+    for fold in (0, 1):
+        candidate = wall.replace(tzinfo=zone, fold=fold)
+        if candidate.utcoffset() == value.utcoffset():
+            return candidate
+    return value.astimezone(zone)  # the zone's rules changed since: keep the instant
 
 
 # -- messages --------------------------------------------------------------------------------
@@ -203,8 +209,11 @@ def encode_state(state: SessionState, *, with_version: bool = False) -> dict[str
     summary = state.summary
     if summary is not None:
         out["summary"] = {
-            "text": summary.text, "first_seq": summary.first_seq, "last_seq": summary.last_seq,
-            "tokens": summary.tokens, "created_at": encode_datetime(summary.created_at),
+            "text": summary.text,
+            "first_seq": summary.first_seq,
+            "last_seq": summary.last_seq,
+            "tokens": summary.tokens,
+            "created_at": encode_datetime(summary.created_at),
         }
     out["stats"] = dict(state.stats)
     if with_version:
@@ -220,23 +229,26 @@ def decode_state(value: Any, *, version: int | None = None) -> SessionState:
     record = None
     if summary is not None:
         record = SummaryRecord(
-            _int(summary["text"], str), _int(summary["first_seq"]), _int(summary["last_seq"]),
-            _int(summary["tokens"]), decode_datetime(summary["created_at"]),
+            _typed(summary["text"], str),
+            _typed(summary["first_seq"]),
+            _typed(summary["last_seq"]),
+            _typed(summary["tokens"]),
+            decode_datetime(summary["created_at"]),
         )
     stats = value.get("stats", {})
     if not isinstance(stats, dict):
         raise ValueError("stats must be an object")
     return SessionState(
-        window_start=_int(value.get("window_start", 0)),
-        folded_to=_int(value.get("folded_to", -1)),
-        pinned_start=_int(value.get("pinned_start", 0)),
+        window_start=_typed(value.get("window_start", 0)),
+        folded_to=_typed(value.get("folded_to", -1)),
+        pinned_start=_typed(value.get("pinned_start", 0)),
         summary=record,
         stats=stats,
-        version=_int(value.get("version", 0) if version is None else version),
+        version=_typed(value.get("version", 0) if version is None else version),
     )
 
 
-def _int(value: Any, kind: type = int) -> Any:
+def _typed(value: Any, kind: type = int) -> Any:
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ValueError(f"expected {kind.__name__}, got {value!r}")
     return value

@@ -109,8 +109,14 @@ class FileStore:
 
     # -- paths, records, locks -------------------------------------------------------------
     def _dir(self, session_id: str, *, creating: bool = False) -> Path:
-        if not session_id or session_id.startswith(".") or "/" in session_id or "\0" in session_id \
-                or os.sep in session_id or len(session_id.encode()) > 200:
+        if (
+            not session_id
+            or session_id.startswith(".")
+            or "/" in session_id
+            or "\0" in session_id
+            or os.sep in session_id
+            or len(session_id.encode()) > 200
+        ):
             if creating:
                 raise StoreError(f"file store {self.root}: session id {session_id!r} cannot be a directory name")
             raise SessionNotFoundError(session_id)  # no such session can exist; never touch another path
@@ -195,19 +201,28 @@ class FileStore:
 
     @_guarded
     def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        found = [m.caught_up(self._lines(m.id))[0].info() for m in self._all()
-                 if m.user_id == user_id and not m.deleted]
+        found = [
+            m.caught_up(self._lines(m.id))[0].info() for m in self._all() if m.user_id == user_id and not m.deleted
+        ]
         found.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
         return found[:limit]
 
     @_guarded
     def update_session(
-        self, session_id: str, *, user_id: str | None = None, title: str | None = None,
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         with self._session(session_id, user_id) as (meta, _):
-            meta = replace(meta, title=meta.title if title is None else title, updated_at=now(),
-                           metadata=meta.metadata if metadata is None else json_object(metadata))
+            meta = replace(
+                meta,
+                title=meta.title if title is None else title,
+                updated_at=now(),
+                metadata=meta.metadata if metadata is None else json_object(metadata),
+            )
             write_meta(self._dir(meta.id) / _META, meta)
             return meta.info()
 
@@ -241,8 +256,11 @@ class FileStore:
     @_guarded
     def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
         cutoff = now() - older_than
-        doomed = sorted(m.id for m in self._all() if m.user_id == user_id and not m.deleted
-                        and m.caught_up(self._lines(m.id))[0].updated_at < cutoff)
+        doomed = sorted(
+            m.id
+            for m in self._all()
+            if m.user_id == user_id and not m.deleted and m.caught_up(self._lines(m.id))[0].updated_at < cutoff
+        )
         for session_id in doomed:
             self._remove(session_id)
         return doomed
@@ -251,8 +269,9 @@ class FileStore:
     def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
         with self._session(session_id, user_id) as (source, _):
             if not 0 <= at_seq < source.next_seq:
-                raise StoreError(f"cannot fork session {source.id!r} at seq {at_seq}: "
-                                 f"its seqs run from 0 to {source.next_seq - 1}")
+                raise StoreError(
+                    f"cannot fork session {source.id!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
+                )
             chain = self._chain(source)
             count = tokens = 0
             for row in self._read(chain, 0, at_seq):
@@ -261,9 +280,21 @@ class FileStore:
             while parent.parent_id is not None and parent.fork_seq is not None and at_seq <= parent.fork_seq:
                 parent = chain[parent.parent_id][0]  # branch where the history really lives
             stamp = now()
-            fork = Meta(new_session_id(), user_id, stamp, stamp, source.title, source.model, dict(source.metadata),
-                        parent.id, at_seq, count, tokens, next_seq=at_seq + 1,
-                        state=fork_state(source.state, at_seq, messages=count))
+            fork = Meta(
+                new_session_id(),
+                user_id,
+                stamp,
+                stamp,
+                source.title,
+                source.model,
+                dict(source.metadata),
+                parent.id,
+                at_seq,
+                count,
+                tokens,
+                next_seq=at_seq + 1,
+                state=fork_state(source.state, at_seq, messages=count),
+            )
             # Hold the parent's lock (fork before ancestor) so it cannot be removed meanwhile.
             with self._locked(parent.id) if parent.id != source.id else nullcontext():
                 self._dir(fork.id).mkdir()
@@ -273,7 +304,11 @@ class FileStore:
     # -- messages --------------------------------------------------------------------------
     @_guarded
     def append(
-        self, session_id: str, messages: Sequence[tuple[Message, int]], *, user_id: str | None = None,
+        self,
+        session_id: str,
+        messages: Sequence[tuple[Message, int]],
+        *,
+        user_id: str | None = None,
         model: str | None = None,
     ) -> list[int]:
         check_batch(messages)
@@ -359,8 +394,9 @@ class FileStore:
     ) -> SessionState:
         with self._session(session_id, user_id) as (meta, _):
             if meta.state.version != expected_version:
-                raise ConflictError(f"session {meta.id!r} state is at version {meta.state.version}, "
-                                    f"expected {expected_version}")
+                raise ConflictError(
+                    f"session {meta.id!r} state is at version {meta.state.version}, expected {expected_version}"
+                )
             saved = replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)
             write_meta(self._dir(meta.id) / _META, replace(meta, state=saved, updated_at=now()))
             return saved
@@ -410,8 +446,17 @@ class FileStore:
         try:
             lines = LineFile(staging / _MESSAGES)
             lines.append(b"".join(map(export_line, parsed.rows)))
-            meta = Meta(parsed.id, user_id, parsed.created_at, parsed.updated_at, parsed.title, parsed.model,
-                        dict(parsed.metadata), next_seq=parsed.next_seq, state=parsed.state).recounted(lines)
+            meta = Meta(
+                parsed.id,
+                user_id,
+                parsed.created_at,
+                parsed.updated_at,
+                parsed.title,
+                parsed.model,
+                dict(parsed.metadata),
+                next_seq=parsed.next_seq,
+                state=parsed.state,
+            ).recounted(lines)
             write_meta(staging / _META, replace(meta, updated_at=parsed.updated_at))
             try:
                 os.rename(staging, target)
@@ -432,4 +477,3 @@ class AsyncFileStore(AsyncStoreWrapper[FileStore]):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         super().__init__(FileStore(root))
         self.root = self.sync.root
-

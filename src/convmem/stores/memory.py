@@ -56,7 +56,7 @@ class _Rows:
         self.rows.append(row)
 
     def between(self, lo: int, hi: int) -> list[StoredMessage]:
-        return self.rows[bisect_left(self.seqs, lo):bisect_right(self.seqs, hi)]
+        return self.rows[bisect_left(self.seqs, lo) : bisect_right(self.seqs, hi)]
 
     def drop(self, doomed: set[int]) -> list[StoredMessage]:
         gone = [r for r in self.rows if r.seq in doomed]
@@ -87,9 +87,19 @@ class _Session:
     children: set[str] = field(default_factory=set)
 
     def info(self) -> SessionInfo:
-        return SessionInfo(self.id, self.user_id, self.title, self.model, dict(self.metadata), self.created_at,
-                           self.updated_at, self.base_count + len(self.all.rows), self.base_tokens + self.tokens,
-                           self.parent_id, self.fork_seq)
+        return SessionInfo(
+            self.id,
+            self.user_id,
+            self.title,
+            self.model,
+            dict(self.metadata),
+            self.created_at,
+            self.updated_at,
+            self.base_count + len(self.all.rows),
+            self.base_tokens + self.tokens,
+            self.parent_id,
+            self.fork_seq,
+        )
 
 
 class MemoryStore:
@@ -133,12 +143,19 @@ class MemoryStore:
 
     def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
         with self._lock:
-            found = sorted((s for s in self._sessions.values() if s.user_id == user_id and not s.deleted),
-                           key=lambda s: (s.updated_at, s.id), reverse=True)
+            found = sorted(
+                (s for s in self._sessions.values() if s.user_id == user_id and not s.deleted),
+                key=lambda s: (s.updated_at, s.id),
+                reverse=True,
+            )
             return [s.info() for s in found[:limit]]
 
     def update_session(
-        self, session_id: str, *, user_id: str | None = None, title: str | None = None,
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         with self._lock:
@@ -179,8 +196,11 @@ class MemoryStore:
     def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
         cutoff = now() - older_than
         with self._lock:
-            doomed = sorted(s.id for s in self._sessions.values()
-                            if s.user_id == user_id and not s.deleted and s.updated_at < cutoff)
+            doomed = sorted(
+                s.id
+                for s in self._sessions.values()
+                if s.user_id == user_id and not s.deleted and s.updated_at < cutoff
+            )
             for session_id in doomed:
                 self._remove(self._sessions[session_id])
             return doomed
@@ -189,23 +209,40 @@ class MemoryStore:
         with self._lock:
             source = self._session(session_id, user_id)
             if not 0 <= at_seq < source.next_seq:
-                raise StoreError(f"cannot fork session {source.id!r} at seq {at_seq}: "
-                                 f"its seqs run from 0 to {source.next_seq - 1}")
+                raise StoreError(
+                    f"cannot fork session {source.id!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
+                )
             shared = self._read(source, 0, at_seq)
             parent = source
             while parent.fork_seq is not None and parent.parent_id is not None and at_seq <= parent.fork_seq:
                 parent = self._sessions[parent.parent_id]  # branch where the history really lives
             stamp = now()
-            fork = _Session(new_session_id(), user_id, source.model, stamp, stamp, source.title,
-                            dict(source.metadata), parent.id, at_seq, len(shared), sum(r.tokens for r in shared),
-                            next_seq=at_seq + 1, state=fork_state(source.state, at_seq, messages=len(shared)))
+            fork = _Session(
+                new_session_id(),
+                user_id,
+                source.model,
+                stamp,
+                stamp,
+                source.title,
+                dict(source.metadata),
+                parent.id,
+                at_seq,
+                len(shared),
+                sum(r.tokens for r in shared),
+                next_seq=at_seq + 1,
+                state=fork_state(source.state, at_seq, messages=len(shared)),
+            )
             self._sessions[fork.id] = fork
             parent.children.add(fork.id)
             return fork.info()
 
     # -- messages --------------------------------------------------------------------------
     def append(
-        self, session_id: str, messages: Sequence[tuple[Message, int]], *, user_id: str | None = None,
+        self,
+        session_id: str,
+        messages: Sequence[tuple[Message, int]],
+        *,
+        user_id: str | None = None,
         model: str | None = None,
     ) -> list[int]:
         check_batch(messages)
@@ -253,8 +290,9 @@ class MemoryStore:
                 raise ConflictError(
                     f"session {session.id!r} state is at version {session.state.version}, expected {expected_version}"
                 )
-            session.state = replace(state, stats=json_object(state.stats, 'session stats'),
-                                    version=expected_version + 1)
+            session.state = replace(
+                state, stats=json_object(state.stats, "session stats"), version=expected_version + 1
+            )
             session.updated_at = now()
             return session.state
 
@@ -269,8 +307,9 @@ class MemoryStore:
         with self._lock:
             session = self._session(session_id, user_id)
             doomed = set(seqs)
-            check_deletable(session.id, doomed, session.fork_seq,
-                             [(c, self._sessions[c].fork_seq or 0) for c in session.children])
+            check_deletable(
+                session.id, doomed, session.fork_seq, [(c, self._sessions[c].fork_seq or 0) for c in session.children]
+            )
             for row in session.all.drop(doomed):
                 self._forget(session, row)
             session.updated_at = now()
@@ -280,8 +319,7 @@ class MemoryStore:
         with self._lock:
             session = self._session(session_id, user_id)
             rows = self._read(session, 0, None)
-            return b"".join([export_header(session.info(), session.state, session.next_seq),
-                             *map(export_line, rows)])
+            return b"".join([export_header(session.info(), session.state, session.next_seq), *map(export_line, rows)])
 
     def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
         parsed = parse_export(data)
@@ -290,10 +328,20 @@ class MemoryStore:
                 raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported")
             for number, row in enumerate(parsed.rows, start=2):
                 if row.message.id in self._ids:
-                    raise StoreError(f"import: line {number}: message id {row.message.id!r} already exists; "
-                                     "nothing was imported")
-            session = _Session(parsed.id, user_id, parsed.model, parsed.created_at, parsed.updated_at, parsed.title,
-                               dict(parsed.metadata), next_seq=parsed.next_seq, state=parsed.state)
+                    raise StoreError(
+                        f"import: line {number}: message id {row.message.id!r} already exists; nothing was imported"
+                    )
+            session = _Session(
+                parsed.id,
+                user_id,
+                parsed.model,
+                parsed.created_at,
+                parsed.updated_at,
+                parsed.title,
+                dict(parsed.metadata),
+                next_seq=parsed.next_seq,
+                state=parsed.state,
+            )
             for row in parsed.rows:
                 session.all.add(row)
                 if row.message.role in PINNED_ROLES:

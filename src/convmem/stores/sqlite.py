@@ -82,10 +82,19 @@ class _Row(NamedTuple):
     deleted: int
 
     def info(self) -> SessionInfo:
-        return SessionInfo(self.id, self.user_id, self.title, self.model, json_loads(self.metadata),
-                           decode_datetime(self.created_at), decode_datetime(self.updated_at),
-                           self.base_count + self.message_count, self.base_tokens + self.tokens, self.parent_id,
-                           self.fork_seq)
+        return SessionInfo(
+            self.id,
+            self.user_id,
+            self.title,
+            self.model,
+            json_loads(self.metadata),
+            decode_datetime(self.created_at),
+            decode_datetime(self.updated_at),
+            self.base_count + self.message_count,
+            self.base_tokens + self.tokens,
+            self.parent_id,
+            self.fork_seq,
+        )
 
 
 def _session(conn: sqlite3.Connection, session_id: str) -> _Row | None:
@@ -104,7 +113,7 @@ def _stamp() -> str:
 def _existing_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
     found: set[str] = set()
     for start in range(0, len(ids), 500):  # stay under SQLite's limit on bound parameters
-        chunk = ids[start:start + 500]
+        chunk = ids[start : start + 500]
         query = sql.EXISTING_IDS.format(marks=", ".join("?" * len(chunk)))
         found.update(i for (i,) in conn.execute(query, chunk))
     return found
@@ -146,8 +155,9 @@ class SQLiteStore:
             parent_id = parent.parent_id
         return segments(chain)
 
-    def _read(self, conn: sqlite3.Connection, segs: list[Segment], query: str, lo: int,
-              hi: int | None = None) -> list[StoredMessage]:
+    def _read(
+        self, conn: sqlite3.Connection, segs: list[Segment], query: str, lo: int, hi: int | None = None
+    ) -> list[StoredMessage]:
         out: list[StoredMessage] = []
         for seg in segs:
             span = seg.clip(lo, hi)
@@ -166,7 +176,11 @@ class SQLiteStore:
         return [_Row(*row).info() for row in rows]
 
     def update_session(
-        self, session_id: str, *, user_id: str | None = None, title: str | None = None,
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         encoded = dumps(json_object(metadata)) if metadata is not None else None
@@ -210,8 +224,9 @@ class SQLiteStore:
         with self.db.transaction(write=True) as conn:
             source = self._resolve(conn, session_id, user_id)
             if not 0 <= at_seq < source.next_seq:
-                raise StoreError(f"cannot fork session {source.id!r} at seq {at_seq}: "
-                                 f"its seqs run from 0 to {source.next_seq - 1}")
+                raise StoreError(
+                    f"cannot fork session {source.id!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
+                )
             count = tokens = 0
             for seg in self._segments(conn, source):
                 span = seg.clip(0, at_seq)
@@ -225,21 +240,50 @@ class SQLiteStore:
                 parent = grand
             state = fork_state(decode_state(json_loads(source.state)), at_seq, messages=count)
             fork_id, stamp = new_session_id(), _stamp()
-            conn.execute(sql.INSERT_SESSION, (
-                fork_id, user_id, source.title, source.model, source.metadata, stamp, stamp, parent.id, at_seq,
-                count, tokens, 0, 0, at_seq + 1, dumps(encode_state(state)), 0,
-            ))
+            conn.execute(
+                sql.INSERT_SESSION,
+                (
+                    fork_id,
+                    user_id,
+                    source.title,
+                    source.model,
+                    source.metadata,
+                    stamp,
+                    stamp,
+                    parent.id,
+                    at_seq,
+                    count,
+                    tokens,
+                    0,
+                    0,
+                    at_seq + 1,
+                    dumps(encode_state(state)),
+                    0,
+                ),
+            )
             return self._resolve(conn, fork_id, user_id).info()
 
     # -- messages --------------------------------------------------------------------------
     def append(
-        self, session_id: str, messages: Sequence[tuple[Message, int]], *, user_id: str | None = None,
+        self,
+        session_id: str,
+        messages: Sequence[tuple[Message, int]],
+        *,
+        user_id: str | None = None,
         model: str | None = None,
     ) -> list[int]:
         check_batch(messages)
         # Encode before taking the write lock: the lock is held for the inserts only.
-        encoded = [(m.id or "", m.role, dumps(encode_message(m)), t,
-                    encode_datetime(m.created_at) if m.created_at is not None else None) for m, t in messages]
+        encoded = [
+            (
+                m.id or "",
+                m.role,
+                dumps(encode_message(m)),
+                t,
+                encode_datetime(m.created_at) if m.created_at is not None else None,
+            )
+            for m, t in messages
+        ]
         with self.db.transaction(write=True) as conn:
             row = _session(conn, session_id)
             if row is not None and (row.user_id != user_id or row.deleted):
@@ -250,13 +294,33 @@ class SQLiteStore:
                 raise InvalidMessageError(f"duplicate message id {encoded[index][0]!r}", field="id", index=index)
             stamp = _stamp()
             if row is None:
-                conn.execute(sql.INSERT_SESSION, (session_id, user_id, None, model, "{}", stamp, stamp, None, None,
-                                                  0, 0, 0, 0, 0, dumps(encode_state(SessionState())), 0))
+                conn.execute(
+                    sql.INSERT_SESSION,
+                    (
+                        session_id,
+                        user_id,
+                        None,
+                        model,
+                        "{}",
+                        stamp,
+                        stamp,
+                        None,
+                        None,
+                        0,
+                        0,
+                        0,
+                        0,
+                        0,
+                        dumps(encode_state(SessionState())),
+                        0,
+                    ),
+                )
             start = row.next_seq if row is not None else 0
             seqs = list(range(start, start + len(encoded)))
             conn.executemany(sql.INSERT_MESSAGE, [(session_id, seq, *e) for seq, e in zip(seqs, encoded, strict=True)])
-            conn.execute(sql.AFTER_APPEND, (start + len(seqs), len(seqs), sum(e[3] for e in encoded), stamp,
-                                            session_id))
+            conn.execute(
+                sql.AFTER_APPEND, (start + len(seqs), len(seqs), sum(e[3] for e in encoded), stamp, session_id)
+            )
         return seqs
 
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
@@ -283,10 +347,13 @@ class SQLiteStore:
         saved = replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)
         with self.db.transaction(write=True) as conn:
             row = self._resolve(conn, session_id, user_id)
-            if conn.execute(sql.SAVE_STATE, (dumps(encode_state(saved)), _stamp(), row.id,
-                                             expected_version)).rowcount != 1:
-                raise ConflictError(f"session {row.id!r} state is at version {row.version}, "
-                                    f"expected {expected_version}")
+            if (
+                conn.execute(sql.SAVE_STATE, (dumps(encode_state(saved)), _stamp(), row.id, expected_version)).rowcount
+                != 1
+            ):
+                raise ConflictError(
+                    f"session {row.id!r} state is at version {row.version}, expected {expected_version}"
+                )
         return saved
 
     def messages(
@@ -335,19 +402,46 @@ class SQLiteStore:
             taken = _existing_ids(conn, [r.message.id or "" for r in parsed.rows])
             for number, stored in enumerate(parsed.rows, start=2):
                 if stored.message.id in taken:
-                    raise StoreError(f"import: line {number}: message id {stored.message.id!r} already exists; "
-                                     "nothing was imported")
+                    raise StoreError(
+                        f"import: line {number}: message id {stored.message.id!r} already exists; nothing was imported"
+                    )
             tokens = sum(r.tokens for r in parsed.rows)
-            conn.execute(sql.INSERT_SESSION, (
-                parsed.id, user_id, parsed.title, parsed.model, dumps(dict(parsed.metadata)),
-                encode_datetime(parsed.created_at), encode_datetime(parsed.updated_at), None, None, 0, 0,
-                len(parsed.rows), tokens, parsed.next_seq, dumps(encode_state(parsed.state)), parsed.state.version,
-            ))
-            conn.executemany(sql.INSERT_MESSAGE, [
-                (parsed.id, r.seq, r.message.id, r.message.role, dumps(encode_message(r.message)), r.tokens,
-                 encode_datetime(r.message.created_at) if r.message.created_at is not None else None)
-                for r in parsed.rows
-            ])
+            conn.execute(
+                sql.INSERT_SESSION,
+                (
+                    parsed.id,
+                    user_id,
+                    parsed.title,
+                    parsed.model,
+                    dumps(dict(parsed.metadata)),
+                    encode_datetime(parsed.created_at),
+                    encode_datetime(parsed.updated_at),
+                    None,
+                    None,
+                    0,
+                    0,
+                    len(parsed.rows),
+                    tokens,
+                    parsed.next_seq,
+                    dumps(encode_state(parsed.state)),
+                    parsed.state.version,
+                ),
+            )
+            conn.executemany(
+                sql.INSERT_MESSAGE,
+                [
+                    (
+                        parsed.id,
+                        r.seq,
+                        r.message.id,
+                        r.message.role,
+                        dumps(encode_message(r.message)),
+                        r.tokens,
+                        encode_datetime(r.message.created_at) if r.message.created_at is not None else None,
+                    )
+                    for r in parsed.rows
+                ],
+            )
         return parsed.info(user_id)
 
     def close(self) -> None:

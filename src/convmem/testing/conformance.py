@@ -1,0 +1,425 @@
+"""The store conformance suite: every backend runs these tests.
+
+Subclass :class:`StoreConformance` in a test module, name the subclass
+``Test...`` and say how to build the store; pytest collects the whole suite.
+Capabilities are detected: tests of session management are skipped for a
+backend that implements only :class:`~convmem.stores.base.Store`, the
+archive-read check uses the store's ``rows_read`` counter if it has one, and
+persistence is checked by reopening whenever ``persistent`` is true.
+
+Example (``tests/stores/test_sqlite_store.py``)::
+
+    from convmem.stores import SQLiteStore
+    from convmem.testing import StoreConformance
+
+    class TestSQLiteStore(StoreConformance):
+        def make_store(self, location):
+            return SQLiteStore(location / "convmem.db")
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from ..errors import (
+    AmbiguousSessionError,
+    ConflictError,
+    ContextOverflowError,
+    InvalidMessageError,
+    SessionNotFoundError,
+    StoreError,
+)
+from ..memory import Memory
+from ..messages import Message
+from ..stores.base import SessionState, SessionStore, Store, SummaryRecord, status_of
+from ._data import conversations, numbered, rich_messages
+
+__all__ = ["StoreConformance"]
+
+
+class StoreConformance:
+    """The suite. Override :meth:`make_store`; set ``persistent = False`` for a store that lives in memory."""
+
+    persistent: ClassVar[bool] = True
+
+    def make_store(self, location: Path) -> Any:
+        """A store over ``location`` (an empty directory the first time; the same one to reopen)."""
+        raise NotImplementedError
+
+    def open_store(self, location: Path) -> Any:
+        """The store the sync tests drive (the async suite wraps ``make_store`` here)."""
+        return self.make_store(location)
+
+    def _track(self, store: Any) -> Any:
+        self.__dict__.setdefault("_opened", []).append(store)
+        return store
+
+    def reopen(self, store: Any, location: Path) -> Any:
+        """Close ``store`` and open it again over the same location (the same object if not persistent)."""
+        if not self.persistent:
+            return store
+        store.close()
+        return self._track(self.open_store(location))
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[Any]:
+        yield self._track(self.open_store(tmp_path))
+        for opened in self.__dict__.pop("_opened", []):
+            opened.close()  # closing twice is harmless; a store reopened by a test is closed here too
+
+    @staticmethod
+    def sessions(store: Any) -> Any:
+        if not isinstance(store, SessionStore):
+            pytest.skip("the backend implements Store only, not SessionStore")
+        return store
+
+    # -- append, seq, read -----------------------------------------------------------------
+    def test_the_store_implements_the_protocol(self, store: Any) -> None:
+        assert isinstance(store, Store)
+
+    def test_append_creates_the_session_and_assigns_consecutive_seqs(self, store: Any) -> None:
+        assert store.append("s1", numbered(3), user_id="u", model="gpt-4o") == [0, 1, 2]
+        assert store.append("s1", numbered(2, start=3), user_id="u") == [3, 4]
+        info = store.get_session("s1", user_id="u")
+        assert (info.id, info.user_id, info.model, info.message_count) == ("s1", "u", "gpt-4o", 5)
+        assert info.tokens == sum(t for _, t in numbered(5))
+        assert info.created_at.tzinfo is not None
+        assert info.updated_at >= info.created_at
+        rows = list(store.messages("s1", user_id="u"))
+        assert [(r.seq, r.message, r.tokens) for r in rows] == [(i, m, t) for i, (m, t) in enumerate(numbered(5))]
+        assert [r.seq for r in store.messages("s1", user_id="u", from_seq=1, to_seq=3)] == [1, 2, 3]
+
+    def test_every_field_of_a_message_survives(self, store: Any, tmp_path: Path) -> None:
+        batch = rich_messages()
+        store.append("s", batch, user_id=None)
+        store = self.reopen(store, tmp_path)
+        assert [r.message for r in store.messages("s")] == [m for m, _ in batch]
+        assert [r.message.created_at for r in store.messages("s")] == [m.created_at for m, _ in batch]
+
+    def test_a_duplicate_or_missing_message_id_writes_nothing(self, store: Any) -> None:
+        store.append("s", numbered(2), user_id="u")
+        with pytest.raises(InvalidMessageError) as info:
+            store.append("s", [*numbered(1, start=5), *numbered(1, start=1)], user_id="u")
+        assert (info.value.field, info.value.index) == ("id", 1)
+        with pytest.raises(InvalidMessageError):
+            store.append("s", [*numbered(1, start=7), *numbered(1, start=7)], user_id="u")
+        with pytest.raises(InvalidMessageError, match="id"):
+            store.append("s", [(Message(role="user", content="x"), 1)], user_id="u")
+        with pytest.raises(InvalidMessageError, match="token"):
+            store.append("s", [(numbered(1, start=9)[0][0], -1)], user_id="u")
+        assert [r.seq for r in store.messages("s", user_id="u")] == [0, 1]
+        assert store.append("s", numbered(1, start=2), user_id="u") == [2]
+
+    def test_an_unknown_session_is_not_found_with_its_id(self, store: Any) -> None:
+        for call in (
+            lambda: store.get_session("nope"),
+            lambda: store.load("nope"),
+            lambda: list(store.messages("nope")),
+            lambda: store.delete_messages("nope", [0]),
+            lambda: store.save_state("nope", SessionState(), expected_version=0),
+        ):
+            with pytest.raises(SessionNotFoundError, match="nope") as info:
+                call()
+            assert isinstance(info.value, KeyError)
+
+    # -- users and ids ---------------------------------------------------------------------
+    def test_users_never_see_each_other(self, store: Any) -> None:
+        store.append("alice-1", numbered(3), user_id="alice")
+        for user in ("bob", None):
+            with pytest.raises(SessionNotFoundError):
+                store.get_session("alice-1", user_id=user)
+            with pytest.raises(SessionNotFoundError):
+                store.get_session("ali", user_id=user)
+            with pytest.raises(SessionNotFoundError):
+                store.load("alice-1", user_id=user)
+            with pytest.raises(SessionNotFoundError):
+                list(store.messages("alice-1", user_id=user))
+            with pytest.raises(SessionNotFoundError):
+                store.append("alice-1", numbered(1, start=10), user_id=user)
+            with pytest.raises(SessionNotFoundError):
+                store.save_state("alice-1", SessionState(), expected_version=0, user_id=user)
+            with pytest.raises(SessionNotFoundError):
+                store.delete_messages("alice-1", [0], user_id=user)
+        assert store.get_session("alice-1", user_id="alice").message_count == 3
+        if isinstance(store, SessionStore):
+            assert store.list_sessions(user_id="bob") == []
+            for call in (
+                lambda: store.delete_session("alice-1", user_id="bob"),
+                lambda: store.fork("alice-1", 0, user_id="bob"),
+                lambda: store.update_session("alice-1", user_id="bob", title="x"),
+                lambda: store.export_jsonl("alice-1", user_id="bob"),
+            ):
+                with pytest.raises(SessionNotFoundError):
+                    call()
+            assert store.expire(timedelta(0), user_id="bob") == []
+            assert [i.id for i in store.list_sessions(user_id="alice")] == ["alice-1"]
+
+    def test_a_unique_prefix_opens_and_an_ambiguous_one_lists_the_matches(self, store: Any) -> None:
+        for session_id in ("abc1", "abc2", "xyz", "ab"):
+            store.append(session_id, numbered(1, prefix=session_id), user_id="u")
+        assert store.get_session("x", user_id="u").id == "xyz"
+        assert store.get_session("ab", user_id="u").id == "ab"  # an exact id wins over longer ones
+        assert store.load("abc2", user_id="u").info.id == "abc2"
+        with pytest.raises(AmbiguousSessionError) as info:
+            store.get_session("abc", user_id="u")
+        assert info.value.matches == ("abc1", "abc2")
+        assert "abc1" in str(info.value)
+        assert "abc2" in str(info.value)
+        with pytest.raises(SessionNotFoundError):
+            store.get_session("", user_id="u")
+
+    # -- state and status ------------------------------------------------------------------
+    def test_state_saves_are_versioned_and_a_stale_save_conflicts(self, store: Any, tmp_path: Path) -> None:
+        store.append("s", numbered(6), user_id="u")
+        summary = SummaryRecord("so far: hello", 0, 1, 7, datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc))
+        wanted = SessionState(
+            window_start=3,
+            folded_to=1,
+            pinned_start=0,
+            summary=summary,
+            stats={"messages": 6, "cost_usd": 0.25, "warnings": ["w"], "last_seq": 5},
+        )
+        saved = store.save_state("s", wanted, expected_version=0, user_id="u")
+        assert saved == replace(wanted, version=1)
+        with pytest.raises(ConflictError):
+            store.save_state("s", wanted, expected_version=0, user_id="u")
+        store = self.reopen(store, tmp_path)
+        assert store.load("s", user_id="u").state == saved
+        assert store.save_state("s", wanted, expected_version=1, user_id="u").version == 2
+
+    def test_load_returns_the_pinned_messages_the_window_and_the_unfolded_tail(self, store: Any) -> None:
+        batch = [
+            numbered(1, prefix="sys", role="system")[0],
+            *numbered(9, start=1),
+            numbered(1, start=10, prefix="dev", role="developer")[0],
+            *numbered(3, start=11),
+        ]
+        store.append("s", batch, user_id="u")
+        state = SessionState(window_start=8, folded_to=3, pinned_start=0)
+        store.save_state("s", state, expected_version=0, user_id="u")
+        loaded = store.load("s", user_id="u", unfolded_limit=2)
+        assert [r.seq for r in loaded.pinned] == [0, 10]
+        assert [r.seq for r in loaded.window] == [8, 9, 11, 12, 13]
+        assert [r.seq for r in loaded.unfolded] == [6, 7]
+        statuses = [status_of(r, loaded.state) for r in store.messages("s", user_id="u")]
+        assert statuses == [
+            "pinned",
+            *["summarized"] * 3,
+            *["archived"] * 4,
+            "active",
+            "active",
+            "pinned",
+            *["active"] * 3,
+        ]
+        cleared = store.save_state("s", replace(state, pinned_start=5), expected_version=1, user_id="u")
+        assert [r.seq for r in store.load("s", user_id="u").pinned] == [10]
+        assert status_of(next(store.messages("s", user_id="u")), cleared) == "cleared"
+
+    def test_load_does_not_read_the_archive(self, store: Any) -> None:
+        store.append("big", numbered(1, prefix="sys", role="system"), user_id="u")
+        for start in range(1, 2001, 500):
+            store.append("big", numbered(500, start=start), user_id="u")
+        store.save_state("big", SessionState(window_start=1995, folded_to=1994), expected_version=0, user_id="u")
+        before = getattr(store, "rows_read", None)
+        loaded = store.load("big", user_id="u", unfolded_limit=100)
+        assert ([r.seq for r in loaded.pinned], [r.seq for r in loaded.window]) == ([0], list(range(1995, 2001)))
+        assert loaded.info.message_count == 2001
+        assert loaded.unfolded == []
+        if before is not None:
+            assert store.rows_read - before == 7
+
+    def test_deleting_messages_keeps_seqs_moving_forward(self, store: Any) -> None:
+        store.append("s", numbered(4), user_id="u")
+        store.delete_messages("s", [2, 3, 99], user_id="u")
+        assert [r.seq for r in store.messages("s", user_id="u")] == [0, 1]
+        info = store.get_session("s", user_id="u")
+        assert (info.message_count, info.tokens) == (2, sum(t for _, t in numbered(2)))
+        assert store.append("s", numbered(1, start=2), user_id="u") == [4]  # the deleted id is free again
+
+    # -- sessions --------------------------------------------------------------------------
+    def test_sessions_are_listed_most_recent_first_with_counts(self, store: Any) -> None:
+        store = self.sessions(store)
+        for session_id in ("a", "b", "c"):
+            store.append(session_id, numbered(2, prefix=session_id), user_id="u")
+        store.append("a", numbered(1, start=2, prefix="a"), user_id="u")
+        listed = store.list_sessions(user_id="u")
+        assert [i.id for i in listed] == ["a", "c", "b"]
+        assert [i.message_count for i in listed] == [3, 2, 2]
+        assert listed[0].tokens == sum(t for _, t in numbered(3))
+        assert [i.id for i in store.list_sessions(user_id="u", limit=2)] == ["a", "c"]
+        store.update_session("b", user_id="u", title="Trip to Rome", metadata={"tags": ["travel"]})
+        first = store.list_sessions(user_id="u")[0]
+        assert (first.id, first.title, dict(first.metadata)) == ("b", "Trip to Rome", {"tags": ["travel"]})
+        assert store.update_session("b", user_id="u", metadata={"k": 1}).title == "Trip to Rome"
+        with pytest.raises(StoreError):
+            store.update_session("b", user_id="u", metadata={"bad": object()})
+
+    def test_delete_and_expire_remove_whole_sessions(self, store: Any) -> None:
+        store = self.sessions(store)
+        for session_id in ("old", "new"):
+            store.append(session_id, numbered(2, prefix=session_id), user_id="u")
+        store.append("other-user", numbered(1, prefix="o"), user_id="v")
+        assert store.expire(timedelta(days=1), user_id="u") == []
+        store.delete_session("ne", user_id="u")
+        with pytest.raises(SessionNotFoundError):
+            store.get_session("new", user_id="u")
+        assert store.append("new", numbered(2, prefix="new"), user_id="u") == [0, 1]  # ids and id are free
+        assert store.expire(timedelta(0), user_id="u") == ["new", "old"]
+        assert store.list_sessions(user_id="u") == []
+        assert [i.id for i in store.list_sessions(user_id="v")] == ["other-user"]
+
+    # -- forks -----------------------------------------------------------------------------
+    def test_a_fork_shares_history_and_then_diverges(self, store: Any, tmp_path: Path) -> None:
+        store = self.sessions(store)
+        store.append("root", [numbered(1, prefix="sys", role="system")[0], *numbered(9, start=1)], user_id="u")
+        fork = store.fork("ro", 4, user_id="u")
+        assert (fork.parent_id, fork.fork_seq, fork.message_count) == ("root", 4, 5)
+        assert fork.tokens == sum(t for _, t in numbered(5))
+        assert store.append(fork.id, numbered(2, prefix="f"), user_id="u") == [5, 6]
+        assert store.append("root", numbered(1, start=10), user_id="u") == [10]
+        grand = store.fork(fork.id, 5, user_id="u")
+        shallow = store.fork(fork.id, 2, user_id="u")
+        store = self.reopen(store, tmp_path)
+        root_rows = list(store.messages("root", user_id="u"))
+        assert [r.message.id for r in store.messages(fork.id, user_id="u")] == [r.message.id for r in root_rows[:5]] + [
+            "f0",
+            "f1",
+        ]
+        assert [r.seq for r in store.messages(grand.id, user_id="u")] == [0, 1, 2, 3, 4, 5]
+        assert list(store.messages(shallow.id, user_id="u")) == root_rows[:3]
+        assert store.get_session(fork.id, user_id="u").message_count == 7
+        for bad in (-1, 11, 99):
+            with pytest.raises(StoreError):
+                store.fork("root", bad, user_id="u")
+        with pytest.raises(StoreError, match="fork"):
+            store.delete_messages("root", [4], user_id="u")
+        with pytest.raises(StoreError):
+            store.delete_messages(fork.id, [3], user_id="u")
+
+    def test_a_fork_loads_even_when_its_window_starts_in_the_parent(self, store: Any) -> None:
+        store = self.sessions(store)
+        store.append("p", [numbered(1, prefix="sys", role="system")[0], *numbered(19, start=1)], user_id="u")
+        summary = SummaryRecord("s", 1, 5, 3, datetime(2024, 1, 1, tzinfo=timezone.utc))
+        stats = {"messages": 20, "last_seq": 19, "evicted_messages": 9, "summarized_messages": 5}
+        store.save_state("p", SessionState(10, 5, 0, summary, stats), expected_version=0, user_id="u")
+        late = store.fork("p", 14, user_id="u")
+        loaded = store.load(late.id, user_id="u")
+        assert [r.seq for r in loaded.window] == [10, 11, 12, 13, 14]
+        assert [r.seq for r in loaded.pinned] == [0]
+        assert loaded.state.summary == summary
+        assert loaded.state.version == 0
+        assert loaded.state.stats["messages"] == 15
+        assert loaded.state.stats["last_seq"] == 14
+        early = store.load(store.fork("p", 7, user_id="u").id, user_id="u")
+        assert [r.seq for r in early.window] == [6, 7]
+        assert early.state.summary == summary
+        earliest = store.load(store.fork("p", 3, user_id="u").id, user_id="u")
+        assert [r.seq for r in earliest.window] == [1, 2, 3]
+        assert earliest.state.summary is None
+        assert earliest.state.stats["evicted_messages"] == 0
+
+    def test_deleting_a_parent_keeps_what_its_forks_share(self, store: Any, tmp_path: Path) -> None:
+        store = self.sessions(store)
+        store.append("p", numbered(10), user_id="u")
+        fork = store.fork("p", 5, user_id="u")
+        expected = list(store.messages(fork.id, user_id="u"))
+        store.delete_session("p", user_id="u")
+        store = self.reopen(store, tmp_path)
+        assert [i.id for i in store.list_sessions(user_id="u")] == [fork.id]
+        assert list(store.messages(fork.id, user_id="u")) == expected
+        with pytest.raises(SessionNotFoundError):
+            store.get_session("p", user_id="u")
+        with pytest.raises(SessionNotFoundError):
+            store.append("p", numbered(1, prefix="z"), user_id="u")
+        store.delete_session(fork.id, user_id="u")
+        assert store.list_sessions(user_id="u") == []
+        assert store.append("p", numbered(3), user_id="u") == [0, 1, 2]  # everything is gone now
+
+    # -- export / import -------------------------------------------------------------------
+    def test_export_import_export_is_byte_for_byte(self, store: Any, tmp_path: Path) -> None:
+        store = self.sessions(store)
+        store.append("s", [*rich_messages(), *numbered(3)], user_id="u", model="gpt-4o")
+        store.update_session("s", user_id="u", title="Zürich ☀", metadata={"a": [1, {"b": None}]})
+        summary = SummaryRecord("sum", 1, 2, 3, datetime(2024, 1, 1, tzinfo=timezone.utc))
+        store.save_state("s", SessionState(3, 2, 0, summary, {"x": 1.5}), expected_version=0, user_id="u")
+        store.delete_messages("s", [8], user_id="u")
+        first = store.export_jsonl("s", user_id="u")
+        assert first.endswith(b"\n")
+        assert len(first.split(b"\n")) == 1 + 8 + 1
+        store.delete_session("s", user_id="u")
+        info = store.import_jsonl(first.decode(), user_id="w")
+        assert (info.id, info.user_id, info.title, info.message_count) == ("s", "w", "Zürich ☀", 8)
+        store = self.reopen(store, tmp_path)
+        assert store.export_jsonl("s", user_id="w") == first
+        assert store.append("s", numbered(1, prefix="n"), user_id="w") == [9]
+        fork = store.fork("s", 3, user_id="w")
+        alone = store.export_jsonl(fork.id, user_id="w")
+        store.delete_session("s", user_id="w")
+        store.delete_session(fork.id, user_id="w")
+        store.import_jsonl(alone, user_id="w")
+        assert store.export_jsonl(fork.id, user_id="w") == alone
+
+    def test_a_malformed_import_names_the_line_and_imports_nothing(self, store: Any) -> None:
+        store = self.sessions(store)
+        store.append("s", numbered(4), user_id="u")
+        good = store.export_jsonl("s", user_id="u")
+        store.delete_session("s", user_id="u")
+        lines = good.split(b"\n")
+        cases = {
+            3: b"\n".join([*lines[:2], b'{"seq": 1, "tokens": ', *lines[3:]]),
+            4: b"\n".join([*lines[:3], lines[3].replace(b'"role":"user"', b'"role":"robot"'), *lines[4:]]),
+            1: b"\n".join([lines[0].replace(b'"version":1', b'"version":99'), *lines[1:]]),
+            5: b"\n".join(lines[:4]) + b"\n",  # truncated: the header announced 4 messages
+        }
+        for number, data in cases.items():
+            with pytest.raises(StoreError, match=f"line {number}\\b"):
+                store.import_jsonl(data, user_id="u")
+            with pytest.raises(SessionNotFoundError):
+                store.get_session("s", user_id="u")
+        with pytest.raises(StoreError):
+            store.import_jsonl(b"", user_id="u")
+        store.import_jsonl(good, user_id="u")
+        with pytest.raises(StoreError, match="taken"):
+            store.import_jsonl(good, user_id="u")
+
+    # -- through Memory --------------------------------------------------------------------
+    # Each backend subclass runs this same method: differing executors are the point of a shared suite.
+    @settings(
+        max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors]
+    )
+    @given(conversations)
+    def test_a_reopened_memory_gives_the_same_context(self, case: tuple[list[list[dict[str, Any]]], Any]) -> None:
+        steps, options = case
+        with tempfile.TemporaryDirectory() as tmp:
+            location = Path(tmp)
+            opened = [self.open_store(location)]
+            try:
+                memory = Memory(store=opened[0], user_id="u", **options)
+                for step in steps:
+                    memory.add_many(step)
+                before, stats, history = _context(memory), memory.stats(), memory.messages()
+                opened.append(self.reopen(opened[0], location))
+                reopened = Memory.open(memory.session_id[:10], store=opened[-1], user_id="u", **options)
+                assert _context(reopened) == before
+                assert reopened.stats() == stats
+                assert reopened.messages() == history
+            finally:
+                for store in opened:
+                    store.close()
+
+
+def _context(memory: Memory) -> Any:
+    """What a resumed memory must reproduce: the context and its account, or the same overflow error."""
+    try:
+        ctx = memory.context()
+    except ContextOverflowError as exc:
+        return str(exc)
+    return ctx.messages, ctx.account, ctx.left_out, ctx.window, ctx.truncated
