@@ -123,6 +123,7 @@ def test_message_after_unanswered_calls_is_refused_then_rollback_or_repair() -> 
     memory = Memory(max_tokens=1000)
     memory.add(user("q"))
     memory.add_many([call("a", "b"), result("a")])
+    assert memory.pending_tool_calls == ["b"]
     with pytest.raises(InvalidMessageError, match="unanswered"):
         memory.add(user("next"))
     ctx = memory.context()

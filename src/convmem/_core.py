@@ -45,6 +45,7 @@ class Stats:
     summaries: int
     summary_failures: int
     tokens_saved: int
+    evicted_tokens: int
     input_tokens: int
     output_tokens: int
     cost_usd: float
@@ -318,6 +319,7 @@ class MemoryCore:
             summaries=c["summaries"],
             summary_failures=c["summary_failures"],
             tokens_saved=max(0, c["evicted_tokens"] - summary_tokens),
+            evicted_tokens=c["evicted_tokens"],
             input_tokens=c["input_tokens"],
             output_tokens=c["output_tokens"],
             cost_usd=c["cost_usd"],

@@ -112,6 +112,14 @@ class _Base:
         """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings."""
         return self._core.stats()
 
+    @property
+    def pending_tool_calls(self) -> list[str]:
+        """Ids of the newest assistant message's calls that still await results, in call order."""
+        pending = self._core.window.pending
+        if pending is None:
+            return []
+        return [call.id for call in pending.entries[0].message.tool_calls if call.id in pending.pending]
+
     def _context(self, input: InputLike, format: str | None) -> Context:
         core = self._core
         inputs = core.inputs(input) if input is not None else []
