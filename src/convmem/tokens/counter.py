@@ -74,6 +74,7 @@ from ._base import (
     ImageEstimate,
     part_estimate,
 )
+from ._sniff import image_size
 from ._vocab import load_encoding
 
 if TYPE_CHECKING:
@@ -238,10 +239,11 @@ class TiktokenCounter(BaseCounter):
     def _count_image(self, part: ImagePart) -> int:
         if part.detail == "low":
             return self._image_base
-        if part.width is not None and part.height is not None:
-            return images.image_tokens(
-                part.width, part.height, part.detail, base=self._image_base, per_tile=self._image_tile
-            )
+        size = (part.width, part.height) if part.width is not None and part.height is not None else None
+        if size is None and part.data is not None:
+            size = image_size(part.data)
+        if size is not None:
+            return images.image_tokens(size[0], size[1], part.detail, base=self._image_base, per_tile=self._image_tile)
         return part_estimate(self._image_estimate, part)
 
     def __repr__(self) -> str:
