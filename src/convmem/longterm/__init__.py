@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 from .blocks import Block, CallableBlock, StaticBlock
-from .facts import AsyncFactExtractor, Fact, FactAdd, FactExtractor, FactInvalidate, FactOperation, FactUpdate
+from .factbook import AsyncFacts, Facts
+from .facts import (
+    AsyncFactExtractor,
+    AsyncFactStore,
+    Fact,
+    FactAdd,
+    FactExtractor,
+    FactInvalidate,
+    FactOperation,
+    FactStore,
+    FactUpdate,
+)
+from .factstore import MemoryFactStore
 
 __all__ = [
     "AsyncFactExtractor",
+    "AsyncFactStore",
+    "AsyncFacts",
     "Block",
     "CallableBlock",
     "Fact",
@@ -14,6 +28,9 @@ __all__ = [
     "FactExtractor",
     "FactInvalidate",
     "FactOperation",
+    "FactStore",
     "FactUpdate",
+    "Facts",
+    "MemoryFactStore",
     "StaticBlock",
 ]

@@ -13,13 +13,16 @@ Graphiti's users report unrelated facts being invalidated by a loosely
 matched new one. Here nothing is invalidated implicitly: every
 :class:`FactInvalidate` and :class:`FactUpdate` names the exact ``fact_id`` it
 ends, and applying one to a fact that does not exist, belongs to another user
-or has already ended is an error the caller sees (:class:`FactConflict`).
+or has already ended is refused: a direct call raises
+:class:`~convmem.errors.ConflictError`, and an extractor's bad operation is
+skipped and reported, never redirected to another fact.
 
 Who proposes the operations is a :class:`FactExtractor` (the LLM adapter in
 ``convmem.llm`` fills it; tests use deterministic fakes). It receives the new
 messages and the facts valid now, and returns operations; it never writes.
-Applying them is the job of a fact store (:mod:`convmem.longterm.factstore`),
-which also merges duplicates after :func:`normalize`.
+Applying them is the job of :class:`~convmem.longterm.factbook.Facts`, which
+merges duplicates after :func:`normalize` and writes through a
+:class:`FactStore` (in memory, SQLite or files).
 
 Example::
 
@@ -42,11 +45,13 @@ from ..messages import Message
 
 __all__ = [
     "AsyncFactExtractor",
+    "AsyncFactStore",
     "Fact",
     "FactAdd",
     "FactExtractor",
     "FactInvalidate",
     "FactOperation",
+    "FactStore",
     "FactUpdate",
     "normalize",
 ]
@@ -228,6 +233,41 @@ class AsyncFactExtractor(Protocol):
     async def aextract(
         self, messages: Sequence[Message], facts: Sequence[Fact], *, user_id: str | None = None
     ) -> list[FactOperation]: ...
+
+
+@runtime_checkable
+class FactStore(Protocol):
+    """Where facts live. Rows are inserted and ended, never deleted; every read is scoped by ``user_id``."""
+
+    def write_facts(self, added: Sequence[Fact], changed: Sequence[Fact]) -> None:
+        """Insert ``added`` and replace ``changed``, all or nothing.
+
+        Each changed fact must exist for its user and still be open (``valid_to``
+        is None) in the store; otherwise nothing is written and
+        :class:`~convmem.errors.ConflictError` is raised.
+        """
+        ...
+
+    def list_facts(
+        self, *, user_id: str | None, valid_at: datetime | None = None, open_only: bool = False
+    ) -> list[Fact]:
+        """The user's facts ordered by (valid_from, created_at, id): all, those valid at ``valid_at``, or open ones."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncFactStore(Protocol):
+    """The async twin of :class:`FactStore`."""
+
+    async def write_facts(self, added: Sequence[Fact], changed: Sequence[Fact]) -> None: ...
+
+    async def list_facts(
+        self, *, user_id: str | None, valid_at: datetime | None = None, open_only: bool = False
+    ) -> list[Fact]: ...
+
+    async def aclose(self) -> None: ...
 
 
 _SPACE = re.compile(r"\s+")
