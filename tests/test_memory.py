@@ -359,8 +359,8 @@ def test_reopen_gives_the_same_context_and_isolates_users() -> None:
 def test_unknown_strategy_and_bad_options_are_configuration_errors() -> None:
     with pytest.raises(ConfigurationError, match="unknown strategy"):
         Memory(max_tokens=100, strategy="lru")
-    with pytest.raises(ConfigurationError, match="needs a summarizer"):
-        Memory(max_tokens=100, strategy="summary_buffer")
+    with pytest.raises(ConfigurationError, match="only used by"):
+        Memory(max_tokens=100, strategy="token_budget", summarizer=object())
     with pytest.raises(ConfigurationError, match="max_messages"):
         Memory(max_tokens=100, strategy="sliding_window", strategy_options={"max_messages": 0})
 
@@ -430,3 +430,19 @@ def test_store_spec_string_opens_sqlite_and_the_session_resumes(tmp_path: Any) -
     assert reopened.context().messages == before.messages
     assert len(reopened.messages()) == 120
     reopened.close()
+
+
+@pytest.mark.parametrize("strategy", ["summary_buffer", "compaction"])
+def test_folding_strategies_default_to_the_extractive_summarizer(strategy: str) -> None:
+    from convmem.llm import ExtractiveSummarizer
+    from convmem.llm.extractive import HEADER
+
+    memory = Memory(max_tokens=400, strategy=strategy, summary_max_tokens=80)
+    assert isinstance(memory.strategy.summarizer, ExtractiveSummarizer)
+    for i in range(40):
+        memory.add(user(f"Turn {i}: the invoice total was {100 + i} euros, due on day {i % 28 + 1}."))
+    stats = memory.stats()
+    assert stats.summaries > 0
+    assert stats.warnings == ()  # bound to the memory's counter: the cap is exact, nothing is truncated
+    summary = memory.context().messages[0]["content"]
+    assert HEADER in summary

@@ -26,6 +26,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "AmbiguousSessionError",
@@ -132,4 +133,19 @@ class ConflictError(StoreError):
 
 
 class LLMError(ConvmemError):
-    """A summarizer, fact extractor or embedder failed."""
+    """A summarizer, fact extractor or embedder failed.
+
+    Attributes:
+        endpoint: the endpoint that failed (e.g. ``POST http://host/v1/chat/completions``), if any.
+        status: the HTTP status, or None when no response came (connection error, timeout).
+        usage: the usage of the calls that did complete before the failure (``convmem.usage.ModelUsage``
+            items); they were billed, so the memory adds them to its stats.
+    """
+
+    def __init__(
+        self, message: str, *, endpoint: str | None = None, status: int | None = None, usage: Sequence[Any] = ()
+    ) -> None:
+        self.endpoint = endpoint
+        self.status = status
+        self.usage: tuple[Any, ...] = tuple(usage)
+        super().__init__(message)

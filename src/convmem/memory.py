@@ -36,8 +36,8 @@ from .policy.repair import synthetic_results
 from .policy.strategies import Plan, Strategy
 from .stores.base import AsyncStore, MessageStatus, SessionState, Store, status_of
 from .stores.memory import AsyncMemoryStore, MemoryStore
-from .tokens import TokenCounter, cost
-from .usage import Usage, parse_usage
+from .tokens import ModelInfo, TokenCounter, cost, lookup_model
+from .usage import ModelUsage, Usage, parse_usage
 
 __all__ = ["AsyncMemory", "Memory"]
 
@@ -68,9 +68,13 @@ class _Base:
         format: str = "openai",
     ) -> None:
         options = dict(strategy_options or {})
+        default_summarizer = None
         if isinstance(strategy, str) and strategy in ("summary_buffer", "compaction"):
             if summarizer is None:
-                raise ConfigurationError(f"strategy {strategy!r} needs a summarizer")
+                # Offline and pure (it imports only the model layer): the documented extractive default.
+                from .llm.extractive import ExtractiveSummarizer
+
+                summarizer = default_summarizer = ExtractiveSummarizer()
             options["summarizer"] = summarizer
         elif summarizer is not None:
             raise ConfigurationError("a summarizer is only used by the summary_buffer and compaction strategies")
@@ -86,6 +90,8 @@ class _Base:
             blocks=blocks,
             pinned_context=pinned_context,
         )
+        if default_summarizer is not None:
+            default_summarizer.bind(self._core.counter.count_text)
         self.session_id = session_id or uuid.uuid4().hex
         self.user_id = user_id
         self.model = model
@@ -128,16 +134,23 @@ class _Base:
         query = inputs[-1][0].text if inputs else _last_user_text(core)
         return core.context(inputs, format or self.format, core.block_texts(query))
 
-    def _usage(self, usage: Any) -> Usage:
+    def _usage(self, usage: Any, model: str | None = None) -> Usage:
         parsed = parse_usage(usage)
         counts = self._core.counts
         counts["input_tokens"] += parsed.input_tokens
         counts["output_tokens"] += parsed.output_tokens
         counts["cached_input_tokens"] += parsed.cached_input_tokens
-        info = self._core.info
+        info = self._core.info if model is None else _priced(model)
         if info is not None and info.input_price_per_mtok is not None:  # open-weight models have no list price
             counts["cost_usd"] += cost(info, parsed.input_tokens, parsed.output_tokens, parsed.cached_input_tokens)
         return parsed
+
+    def _charge(self, outcome: object) -> object:
+        """Add the usage a summarizer reports on its result or its error (``.usage``: ModelUsage items)."""
+        for item in getattr(outcome, "usage", None) or ():
+            if isinstance(item, ModelUsage):
+                self._usage(item.usage, item.model)
+        return outcome
 
     def _clear_plan(self, keep_system: bool) -> Plan:
         core = self._core
@@ -263,11 +276,13 @@ class Memory(_Base):
         if isinstance(effect, Summarize):
             request = effect.request
             try:
-                return self._core.strategy.summarizer.summarize(  # type: ignore[union-attr]
-                    request.previous, request.messages, request.max_tokens
+                return self._charge(
+                    self._core.strategy.summarizer.summarize(  # type: ignore[union-attr]
+                        request.previous, request.messages, request.max_tokens
+                    )
                 )
             except Exception as exc:  # any summarizer failure must keep the data (invariant 8)
-                return exc
+                return self._charge(exc)
         if isinstance(effect, SaveState):
             return self.store.save_state(
                 self.session_id, effect.state, expected_version=self._core.state.version, user_id=self.user_id
@@ -373,16 +388,14 @@ class AsyncMemory(_Base):
             summarizer: Any = self._core.strategy.summarizer
             try:
                 if hasattr(summarizer, "asummarize"):
-                    return await summarizer.asummarize(request.previous, request.messages, request.max_tokens)
-                # A sync summarizer may block on the network; keep the event loop free.
-                return await asyncio.to_thread(
-                    summarizer.summarize,
-                    request.previous,
-                    request.messages,
-                    request.max_tokens,
-                )
+                    text = await summarizer.asummarize(request.previous, request.messages, request.max_tokens)
+                else:  # a sync summarizer may block on the network; keep the event loop free
+                    text = await asyncio.to_thread(
+                        summarizer.summarize, request.previous, request.messages, request.max_tokens
+                    )
+                return self._charge(text)
             except Exception as exc:  # any summarizer failure must keep the data (invariant 8)
-                return exc
+                return self._charge(exc)
         if isinstance(effect, SaveState):
             return await self.store.save_state(
                 self.session_id, effect.state, expected_version=self._core.state.version, user_id=self.user_id
@@ -396,6 +409,13 @@ class AsyncMemory(_Base):
                     sink.absorb(effect.units, session_id=self.session_id, user_id=self.user_id)
             except Exception as exc:  # the units are archived already; a sink failure loses nothing
                 self._core.warn(f"eviction sink {type(sink).__name__} failed: {describe(exc)}")
+        return None
+
+
+def _priced(model: str) -> ModelInfo | None:
+    try:
+        return lookup_model(model)
+    except KeyError:  # a local or unlisted summarizer model: its tokens count, its cost is unknown
         return None
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import InvalidMessageError
 
-__all__ = ["Usage", "parse_usage"]
+__all__ = ["ModelUsage", "Usage", "parse_usage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +48,25 @@ def _int(obj: Any, key: str) -> int:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """The usage of one call convmem made itself (a summary, an extraction), with the model that served it.
+
+    Summarizers and extractors report these on their result (and on the
+    ``LLMError`` they raise) as ``.usage``; the memory adds them to its stats and
+    prices them with ``model``'s list price when the registry knows one.
+    """
+
+    model: str
+    usage: Usage
+
+
 def parse_usage(usage: Any) -> Usage:
     """Normalize an OpenAI, Responses or Anthropic usage object (or dict, or a response holding one)."""
     if usage is None:
         raise InvalidMessageError("no usage given", field="usage")
+    if isinstance(usage, Usage):
+        return usage
     nested = _get(usage, "usage")
     if nested is not None:
         usage = nested

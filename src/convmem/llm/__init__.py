@@ -1,0 +1,65 @@
+"""LLM adapters: summaries and fact extraction over OpenAI-compatible APIs, and an offline fallback.
+
+* :class:`ExtractiveSummarizer` -- offline and deterministic: keeps the most
+  salient sentences of the evicted messages. ``summary_buffer`` and
+  ``compaction`` use it when no summarizer is given.
+* :class:`OpenAICompatibleSummarizer` -- incremental, chunked running summaries
+  by any OpenAI-compatible chat model (OpenAI, vLLM, Ollama, llama.cpp, a
+  LiteLLM proxy). Extra ``convmem[openai]``.
+* :class:`OpenAICompatibleFactExtractor` -- add / update / invalidate
+  operations on a user's facts, as validated structured output.
+* :class:`OpenAIChat` and :class:`RetryPolicy` -- the retrying client both use;
+  :class:`LiteLLMChat` (extra ``convmem[litellm]``) routes through LiteLLM.
+
+Only :class:`ExtractiveSummarizer` is imported eagerly; the rest load on first
+use, so ``import convmem.llm`` works without the optional packages.
+
+Example::
+
+    from convmem import Memory
+    from convmem.llm import OpenAICompatibleSummarizer
+
+    memory = Memory("gpt-4o", strategy="summary_buffer",
+                    summarizer=OpenAICompatibleSummarizer("gpt-4o-mini"))
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .extractive import ExtractiveSummarizer
+
+if TYPE_CHECKING:
+    from .client import AsyncChatBackend, ChatBackend, Completion, OpenAIChat, RetryPolicy
+    from .summarizer import OpenAICompatibleSummarizer, Summary
+
+__all__ = [
+    "AsyncChatBackend",
+    "ChatBackend",
+    "Completion",
+    "ExtractiveSummarizer",
+    "OpenAIChat",
+    "OpenAICompatibleSummarizer",
+    "RetryPolicy",
+    "Summary",
+]
+
+_LAZY = {
+    "AsyncChatBackend": "client",
+    "ChatBackend": "client",
+    "Completion": "client",
+    "OpenAIChat": "client",
+    "RetryPolicy": "client",
+    "OpenAICompatibleSummarizer": "summarizer",
+    "Summary": "summarizer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'convmem.llm' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
