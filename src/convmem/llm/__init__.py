@@ -32,6 +32,7 @@ from .extractive import ExtractiveSummarizer
 
 if TYPE_CHECKING:
     from .client import AsyncChatBackend, ChatBackend, Completion, OpenAIChat, RetryPolicy
+    from .litellm import LiteLLMChat
     from .summarizer import OpenAICompatibleSummarizer, Summary
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "ChatBackend",
     "Completion",
     "ExtractiveSummarizer",
+    "LiteLLMChat",
     "OpenAIChat",
     "OpenAICompatibleSummarizer",
     "RetryPolicy",
@@ -51,6 +53,7 @@ _LAZY = {
     "Completion": "client",
     "OpenAIChat": "client",
     "RetryPolicy": "client",
+    "LiteLLMChat": "litellm",
     "OpenAICompatibleSummarizer": "summarizer",
     "Summary": "summarizer",
 }

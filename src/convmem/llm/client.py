@@ -1,0 +1,437 @@
+"""A retrying chat-completions client for any OpenAI-compatible endpoint.
+
+OpenAI, vLLM, Ollama, llama.cpp's server, LM Studio and a LiteLLM proxy all
+speak ``POST {base_url}/chat/completions``, so one client serves them all. It
+is built on the official ``openai`` SDK (extra ``convmem[openai]``) with the
+SDK's own retries switched off, because the policy here must be explicit and
+testable:
+
+* **Retries** on 408, 409, 429, every 5xx, connection errors and timeouts, up
+  to ``RetryPolicy.max_retries`` times, with exponential backoff and jitter
+  (``initial * multiplier**attempt``, capped at ``maximum``; the last
+  ``jitter`` fraction of each delay is random so clients that failed together
+  do not retry together).
+* **Retry-After** (seconds or an HTTP date, and OpenAI's ``retry-after-ms``)
+  replaces the computed delay. A server asking for more than
+  ``max_retry_after`` seconds gets no retry: blocking ``Memory.add`` for
+  minutes is worse than archiving now and summarizing at the next eviction.
+* **One conversion point**: every SDK, HTTP and decoding failure becomes an
+  :class:`~convmem.errors.LLMError` in :meth:`_Calls.error`, naming the
+  endpoint, the model and the HTTP status (``None`` when no response came).
+  The API key is never part of the message, and provider text that echoes a
+  (masked) key is redacted; the SDK exception is not chained, since its text
+  may hold the key fragment.
+
+The I/O-free part (:class:`_Calls`: request body, retry decision, reply
+parsing, error conversion) is shared by the sync and async paths, which only
+add the sleeping and the awaiting.
+
+Example::
+
+    chat = OpenAIChat.from_env(model="gpt-4o-mini")   # or base_url="http://localhost:11434/v1"
+    completion = chat.complete([{"role": "user", "content": "Hi"}], max_tokens=50)
+    completion.text, completion.usage
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import ConfigurationError, InvalidMessageError, LLMError
+from ..usage import ModelUsage, parse_usage
+
+__all__ = [
+    "ENV_API_KEY",
+    "ENV_BASE_URL",
+    "ENV_MODEL",
+    "AsyncChatBackend",
+    "ChatBackend",
+    "Completion",
+    "OpenAIChat",
+    "RetryPolicy",
+]
+
+ENV_BASE_URL = "CONVMEM_LLM_BASE_URL"
+ENV_API_KEY = "CONVMEM_LLM_API_KEY"
+ENV_MODEL = "CONVMEM_LLM_MODEL"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+PIP_HINT = "pip install 'convmem[openai]'"
+_RETRY_STATUSES = frozenset({408, 409, 429})
+# Provider messages sometimes echo the key they rejected, masked ("sk-ab****1234"); drop such tokens.
+_KEYISH = re.compile(r"\b(?:sk|pk|key|api)[-_][A-Za-z0-9_*.\-]{4,}", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When and how long to wait before retrying a failed call.
+
+    Attributes:
+        max_retries: retries after the first attempt (0 disables retrying).
+        initial: the first backoff delay, in seconds.
+        multiplier: growth of the delay per attempt.
+        maximum: the largest computed delay.
+        jitter: the fraction of each delay drawn at random, in ``[0, 1]``.
+        max_retry_after: the longest ``Retry-After`` honoured; a longer one fails the call at once.
+    """
+
+    max_retries: int = 4
+    initial: float = 0.5
+    multiplier: float = 2.0
+    maximum: float = 20.0
+    jitter: float = 0.5
+    max_retry_after: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0 or self.initial < 0 or self.maximum < 0 or self.max_retry_after < 0:
+            raise ConfigurationError("retry delays and counts must not be negative")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise ConfigurationError(f"jitter must be in [0, 1], got {self.jitter!r}")
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        """The delay before retry number ``attempt + 1`` when the server gave no Retry-After."""
+        base = min(self.maximum, self.initial * self.multiplier**attempt)
+        return base * (1.0 - self.jitter) + base * self.jitter * rng.random()
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The text of one reply, with its usage and why it ended."""
+
+    text: str
+    usage: ModelUsage | None
+    finish_reason: str | None = None
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """What the summarizer and the extractor call: one chat completion, retried, errors as LLMError."""
+
+    model: str
+    endpoint: str
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion: ...
+
+
+@runtime_checkable
+class AsyncChatBackend(Protocol):
+    """The async twin of :class:`ChatBackend`."""
+
+    model: str
+    endpoint: str
+
+    async def acomplete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion: ...
+
+
+@dataclass
+class _Calls:
+    """The I/O-free half of a client: request bodies, retry decisions, parsing, error conversion."""
+
+    model: str
+    endpoint: str
+    api_key: str = field(repr=False)
+    timeout: float
+    retry: RetryPolicy
+    rng: random.Random
+    extra_body: Mapping[str, Any]
+
+    def body(
+        self, messages: Sequence[Mapping[str, Any]], max_tokens: int, response_format: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            "max_tokens": max_tokens,
+            "temperature": 0,  # summaries and extractions should be as repeatable as the server allows
+            **self.extra_body,
+        }
+        if response_format is not None:
+            body["response_format"] = dict(response_format)
+        return body
+
+    def delay(self, attempt: int, exc: BaseException) -> float:
+        """Seconds to wait before retrying after ``exc``; raises the converted LLMError when it is final."""
+        status = _status(exc)
+        retryable = _is_connection_error(exc) or status in _RETRY_STATUSES or (status is not None and status >= 500)
+        if not retryable or attempt >= self.retry.max_retries:
+            raise self.error(exc, attempts=attempt + 1)
+        after = _retry_after(exc)
+        if after is None:
+            return self.retry.backoff(attempt, self.rng)
+        if after > self.retry.max_retry_after:
+            raise self.error(exc, attempts=attempt + 1, note=f"the server asked to retry after {after:g} s")
+        return after
+
+    def error(self, exc: BaseException, *, attempts: int = 1, note: str | None = None) -> LLMError:
+        """The one place where SDK, HTTP and decoding failures become LLMError."""
+        status = _status(exc)
+        if status is not None:
+            what = f"HTTP {status}" + (f" {code}" if (code := _error_code(exc)) else "")
+            reason = _provider_message(exc)
+        elif _is_timeout(exc):
+            what, reason = "no HTTP status", f"timed out after {self.timeout:g} s"
+        elif _is_connection_error(exc):
+            what, reason = "no HTTP status", f"cannot connect ({_root_cause(exc)})"
+        elif isinstance(exc, ValueError):  # the body was not JSON (json.JSONDecodeError) or not a completion
+            what, reason = "HTTP 200", f"malformed response: {exc}"
+        else:
+            what, reason = "no HTTP status", f"{type(exc).__name__}: {exc}"
+        tries = f" ({attempts} attempts)" if attempts > 1 else ""
+        extra = f"; {note}" if note else ""
+        message = f"{self.endpoint} (model {self.model!r}): {what}: {self.redact(reason)}{tries}{extra}"
+        return LLMError(message, endpoint=self.endpoint, status=status)
+
+    def redact(self, text: str) -> str:
+        text = text.replace(self.api_key, "[redacted]") if len(self.api_key) >= 4 else text
+        return _KEYISH.sub("[redacted]", text)[:300]
+
+    def parse(self, raw: Any) -> Completion:
+        """The text, usage and finish reason of a reply; a reply that is not a chat completion raises LLMError."""
+        choices = getattr(raw, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise self.error(ValueError(f"no choices in the reply ({_shape(raw)})"))
+        choice = choices[0]
+        content = getattr(getattr(choice, "message", None), "content", None)
+        if content is not None and not isinstance(content, str):
+            raise self.error(ValueError(f"message content is {type(content).__name__}, not text"))
+        usage = None
+        if getattr(raw, "usage", None) is not None:
+            try:
+                usage = ModelUsage(self.model, parse_usage(raw.usage))
+            except InvalidMessageError:  # a server that reports usage oddly still gave a usable answer
+                usage = None
+        return Completion(content or "", usage, getattr(choice, "finish_reason", None))
+
+
+class OpenAIChat:
+    """A chat-completions client for one model at one OpenAI-compatible endpoint (sync and async).
+
+    Args:
+        model: the model name; default ``$CONVMEM_LLM_MODEL``.
+        base_url: e.g. ``http://localhost:11434/v1``; default ``$CONVMEM_LLM_BASE_URL``, else OpenAI.
+        api_key: default ``$CONVMEM_LLM_API_KEY``, else ``$OPENAI_API_KEY``; local servers need none.
+        timeout: seconds for one attempt (connect, send and read).
+        retry: the :class:`RetryPolicy`.
+        seed: seeds the jitter, for reproducible tests.
+        extra_body: more request fields, e.g. ``{"max_completion_tokens": ...}`` or provider options.
+
+    Raises:
+        ConfigurationError: no model, no key for the OpenAI API, or the ``openai`` extra is missing.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        retry: RetryPolicy | None = None,
+        seed: int | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        _require_openai()
+        model = model or os.environ.get(ENV_MODEL)
+        if not model:
+            raise ConfigurationError(f"no LLM model: pass model=... or set {ENV_MODEL}")
+        base_url = (base_url or os.environ.get(ENV_BASE_URL) or OPENAI_BASE_URL).rstrip("/")
+        api_key = api_key or os.environ.get(ENV_API_KEY) or os.environ.get("OPENAI_API_KEY")
+        if not api_key:
+            if base_url == OPENAI_BASE_URL:
+                raise ConfigurationError(f"no API key for {OPENAI_BASE_URL}: pass api_key=... or set {ENV_API_KEY}")
+            api_key = "unused"  # local servers (Ollama, vLLM, llama.cpp) ignore it, but the SDK needs one
+        if timeout <= 0:
+            raise ConfigurationError(f"timeout must be positive, got {timeout!r}")
+        self.model = model
+        self.base_url = base_url
+        self.endpoint = f"POST {base_url}/chat/completions"
+        self._calls = _Calls(
+            model, self.endpoint, api_key, timeout, retry or RetryPolicy(), random.Random(seed), dict(extra_body or {})
+        )
+        self._sync: Any = None
+        self._async: Any = None
+
+    @classmethod
+    def from_env(cls, **options: Any) -> OpenAIChat:
+        """Build from the ``CONVMEM_LLM_*`` variables, with ``options`` taking precedence."""
+        return cls(**options)
+
+    def __repr__(self) -> str:
+        return f"OpenAIChat(model={self.model!r}, base_url={self.base_url!r})"
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """One chat completion, retried per the policy; raises LLMError."""
+        calls = self._calls
+        body = calls.body(messages, max_tokens, response_format)
+        if self._sync is None:
+            import openai
+
+            self._sync = openai.OpenAI(
+                api_key=calls.api_key, base_url=self.base_url, timeout=calls.timeout, max_retries=0
+            )
+        attempt = 0
+        while True:
+            try:
+                raw = self._sync.chat.completions.create(**body)
+            except Exception as exc:  # converted (or retried) in one place: _Calls.delay / _Calls.error
+                time.sleep(calls.delay(attempt, exc))
+                attempt += 1
+                continue
+            return calls.parse(raw)
+
+    async def acomplete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """The async twin of :meth:`complete`."""
+        calls = self._calls
+        body = calls.body(messages, max_tokens, response_format)
+        if self._async is None:
+            import openai
+
+            self._async = openai.AsyncOpenAI(
+                api_key=calls.api_key, base_url=self.base_url, timeout=calls.timeout, max_retries=0
+            )
+        attempt = 0
+        while True:
+            try:
+                raw = await self._async.chat.completions.create(**body)
+            except Exception as exc:
+                await asyncio.sleep(calls.delay(attempt, exc))
+                attempt += 1
+                continue
+            return calls.parse(raw)
+
+    def close(self) -> None:
+        """Close the sync HTTP connections (the async ones need :meth:`aclose`)."""
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    async def aclose(self) -> None:
+        """Close both the async and the sync HTTP connections."""
+        if self._async is not None:
+            await self._async.close()
+            self._async = None
+        self.close()
+
+
+def _require_openai() -> None:
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        raise ConfigurationError(f"the OpenAI-compatible LLM client needs the openai package: {PIP_HINT}") from None
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return type(exc).__name__ in ("APITimeoutError", "Timeout") or isinstance(exc, TimeoutError)
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"APIConnectionError", "APITimeoutError", "ServiceUnavailableError"}) or isinstance(
+        exc, (ConnectionError, TimeoutError)
+    )
+
+
+def _root_cause(exc: BaseException) -> str:
+    seen = exc
+    while seen.__cause__ is not None or seen.__context__ is not None:
+        seen = seen.__cause__ or seen.__context__  # type: ignore[assignment]
+    return str(seen) or type(seen).__name__
+
+
+def _body_error(exc: BaseException) -> Mapping[str, Any]:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        return inner if isinstance(inner, Mapping) else {"message": str(inner)}
+    return {}
+
+
+def _error_code(exc: BaseException) -> str | None:
+    code = _body_error(exc).get("code")
+    return str(code) if code else None
+
+
+def _provider_message(exc: BaseException) -> str:
+    message = _body_error(exc).get("message")
+    if isinstance(message, str) and message:
+        return message
+    response = getattr(exc, "response", None)
+    reason = getattr(response, "reason_phrase", None)
+    return str(reason) if reason else "error"
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _shape(raw: Any) -> str:
+    if isinstance(raw, str):
+        return f"a text body: {raw[:60]!r}"
+    dump = getattr(raw, "model_dump", None)
+    try:
+        keys = sorted(dump(exclude_none=True)) if callable(dump) else type(raw).__name__
+    except Exception:  # pydantic may refuse odd extras; the type name is enough then
+        keys = type(raw).__name__
+    return f"got {json.dumps(keys) if isinstance(keys, list) else keys}"
+
+
+def usage_of(completions: Sequence[Completion]) -> tuple[ModelUsage, ...]:
+    """The usage items of ``completions`` (those that reported one)."""
+    return tuple(c.usage for c in completions if c.usage is not None)
