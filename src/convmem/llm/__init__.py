@@ -32,6 +32,7 @@ from .extractive import ExtractiveSummarizer
 
 if TYPE_CHECKING:
     from .client import AsyncChatBackend, ChatBackend, Completion, OpenAIChat, RetryPolicy
+    from .extractor import Extraction, OpenAICompatibleFactExtractor
     from .litellm import LiteLLMChat
     from .summarizer import OpenAICompatibleSummarizer, Summary
 
@@ -39,9 +40,11 @@ __all__ = [
     "AsyncChatBackend",
     "ChatBackend",
     "Completion",
+    "Extraction",
     "ExtractiveSummarizer",
     "LiteLLMChat",
     "OpenAIChat",
+    "OpenAICompatibleFactExtractor",
     "OpenAICompatibleSummarizer",
     "RetryPolicy",
     "Summary",
@@ -53,6 +56,8 @@ _LAZY = {
     "Completion": "client",
     "OpenAIChat": "client",
     "RetryPolicy": "client",
+    "Extraction": "extractor",
+    "OpenAICompatibleFactExtractor": "extractor",
     "LiteLLMChat": "litellm",
     "OpenAICompatibleSummarizer": "summarizer",
     "Summary": "summarizer",
