@@ -4,6 +4,8 @@ Commands:
 
 * ``convmem replay TRANSCRIPT.jsonl`` -- replay a transcript through a Memory and
   report tokens, evictions and summaries per turn (:mod:`convmem.cli.replay`).
+* ``convmem sessions list|show|export|import|delete|fork`` -- stored sessions
+  (:mod:`convmem.cli.sessions`).
 
 Each command lives in its own module and is registered below with one line.
 
@@ -21,6 +23,7 @@ import typer
 
 from .. import __version__
 from .replay import replay
+from .sessions import sessions_app
 
 __all__ = ["app", "main"]
 
@@ -51,6 +54,7 @@ def _root(
 
 
 app.command(name="replay")(replay)
+app.add_typer(sessions_app, name="sessions")
 
 
 def main() -> None:

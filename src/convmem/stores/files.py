@@ -312,6 +312,8 @@ class FileStore:
         model: str | None = None,
     ) -> list[int]:
         check_batch(messages)
+        if not messages:
+            return []  # a session is created by its first message, not by an empty batch
         directory = self._dir(session_id, creating=True)
         for _ in range(3):  # the directory may vanish (a concurrent delete) between mkdir and lock
             directory.mkdir(exist_ok=True)

@@ -246,6 +246,8 @@ class MemoryStore:
         model: str | None = None,
     ) -> list[int]:
         check_batch(messages)
+        if not messages:
+            return []  # a session is created by its first message, not by an empty batch
         with self._lock:
             session = self._sessions.get(session_id)
             if session is not None and (session.user_id != user_id or session.deleted):

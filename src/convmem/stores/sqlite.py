@@ -273,6 +273,8 @@ class SQLiteStore:
         model: str | None = None,
     ) -> list[int]:
         check_batch(messages)
+        if not messages:
+            return []  # a session is created by its first message, not by an empty batch
         # Encode before taking the write lock: the lock is held for the inserts only.
         encoded = [
             (

@@ -86,6 +86,9 @@ class StoreConformance:
         assert isinstance(store, Store)
 
     def test_append_creates_the_session_and_assigns_consecutive_seqs(self, store: Any) -> None:
+        assert store.append("s1", [], user_id="u") == []
+        with pytest.raises(SessionNotFoundError):
+            store.get_session("s1", user_id="u")  # created by its first message, not by an empty batch
         assert store.append("s1", numbered(3), user_id="u", model="gpt-4o") == [0, 1, 2]
         assert store.append("s1", numbered(2, start=3), user_id="u") == [3, 4]
         info = store.get_session("s1", user_id="u")

@@ -1,0 +1,210 @@
+"""``convmem sessions``: list, show, export, import, delete and fork stored sessions.
+
+Every command works on one store: the SQLite database at the default path
+(``$CONVMEM_DB`` or the user data directory) unless ``--db`` names another
+database file or a store spec (``files:///dir``, ``sqlite:///path.db``).
+Sessions are named by id or by a unique prefix of it; ``--user`` selects the
+user namespace. A failure prints ``error: ...`` and exits with code 2.
+
+Usage::
+
+    convmem sessions list --limit 10
+    convmem sessions show 3f2a --last 20
+    convmem sessions export 3f2a -o chat.jsonl
+    convmem sessions import chat.jsonl --db other.db
+    convmem sessions fork 3f2a --at 41
+    convmem sessions delete 3f2a --yes
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from ..errors import ConvmemError, StoreError
+from ..memory import Memory
+from ..stores import SessionStore, SQLiteStore, open_store
+from ..stores.base import StoredMessage
+from ._sessions_view import info_panel, message_table, sessions_table
+
+__all__ = ["sessions_app"]
+
+sessions_app = typer.Typer(
+    name="sessions",
+    help="List, show, export, import, delete and fork stored sessions.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="SQLite file or store spec (files:///dir); default: $CONVMEM_DB or the user data dir."),
+]
+UserOption = Annotated[str | None, typer.Option("--user", "-u", help="User namespace of the sessions.")]
+SessionArg = Annotated[str, typer.Argument(help="Session id or a unique prefix of it.")]
+
+
+@contextmanager
+def _store(db: str | None) -> Iterator[SessionStore]:
+    """Open the store, turn convmem errors into ``error: ...`` and exit code 2, and close it."""
+    err = Console(stderr=True)
+    store: SessionStore | None = None
+    try:
+        store = SQLiteStore(db) if db is not None and "://" not in db and db != "memory" else open_store(db)
+        yield store
+    except ConvmemError as exc:
+        err.print(f"[bold red]error:[/bold red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    finally:
+        if store is not None:
+            store.close()
+
+
+@sessions_app.command("list")
+def list_sessions(
+    db: DbOption = None,
+    user: UserOption = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show at most this many.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """The most recently updated sessions first, with message counts and tokens."""
+    with _store(db) as store:
+        found = store.list_sessions(user_id=user, limit=limit)
+    if as_json:
+        rows = [
+            {
+                "id": i.id,
+                "title": i.title,
+                "model": i.model,
+                "messages": i.message_count,
+                "tokens": i.tokens,
+                "updated_at": i.updated_at.isoformat(),
+                "parent_id": i.parent_id,
+                "fork_seq": i.fork_seq,
+            }
+            for i in found
+        ]
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    Console().print(sessions_table(found) if found else "[dim]no sessions[/dim]")
+
+
+@sessions_app.command("show")
+def show(
+    session: SessionArg,
+    db: DbOption = None,
+    user: UserOption = None,
+    last: Annotated[int, typer.Option("--last", help="Show only the newest N messages (0: all).", min=0)] = 50,
+    model: Annotated[str | None, typer.Option("--model", help="Model whose budget builds the context.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Context budget, for unknown models.")] = None,
+) -> None:
+    """The conversation with roles and tool calls; the messages in the current context are marked."""
+    with _store(db) as store:
+        info = store.get_session(session, user_id=user)
+        memory = _open_memory(store, info.id, user, model or info.model, max_tokens)
+        ctx = memory.context()
+        loaded = store.load(info.id, user_id=user)
+        rows: deque[StoredMessage] = deque(store.messages(info.id, user_id=user), maxlen=last or None)
+    # Pinned messages are always in context, so they are shown even when older than the rows.
+    first = rows[0].seq if rows else 0
+    shown = [r for r in loaded.pinned if r.seq < first] + list(rows)
+    console = Console()
+    console.print(info_panel(info, loaded.state, ctx))
+    console.print(message_table(shown, loaded.state, ctx.window, hidden=info.message_count - len(shown)))
+
+
+def _open_memory(
+    store: SessionStore, session_id: str, user: str | None, model: str | None, max_tokens: int | None
+) -> Memory:
+    options: dict[str, Any] = {"max_tokens": max_tokens} if max_tokens is not None else {}
+    try:
+        return Memory.open(session_id, store=store, user_id=user, model=model, **options)
+    except (KeyError, ConvmemError):
+        # No model, or one convmem does not know: show the context of a generic 128k budget.
+        options.setdefault("max_tokens", 128_000)
+        return Memory.open(session_id, store=store, user_id=user, model=None, **options)
+
+
+@sessions_app.command("export")
+def export(
+    session: SessionArg,
+    db: DbOption = None,
+    user: UserOption = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+) -> None:
+    """Write the session as versioned JSONL (lossless: importing it gives back the same bytes)."""
+    with _store(db) as store:
+        data = store.export_jsonl(session, user_id=user)
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        output.write_bytes(data)
+        count = data.count(b"\n") - 1  # one header line, then one line per message
+        Console(stderr=True).print(f"exported {count} messages to {escape(str(output))}")
+
+
+@sessions_app.command("import")
+def import_(
+    source: Annotated[str, typer.Argument(help="An export file, or - for stdin.")],
+    db: DbOption = None,
+    user: UserOption = None,
+) -> None:
+    """Import an export, all or nothing; a malformed line is reported by number."""
+    data = sys.stdin.buffer.read() if source == "-" else None
+    with _store(db) as store:
+        if data is None:
+            try:
+                data = Path(source).read_bytes()
+            except OSError as exc:
+                raise ConvmemError(f"{source}: {exc.strerror or exc}") from None
+        try:
+            info = store.import_jsonl(data, user_id=user)
+        except StoreError as exc:
+            raise StoreError(f"{source}: {exc}") from None
+    Console().print(f"imported session [bold]{escape(info.id)}[/bold] ({info.message_count} messages)")
+
+
+@sessions_app.command("delete")
+def delete(
+    session: SessionArg,
+    db: DbOption = None,
+    user: UserOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete a session and its messages (history its forks share is kept for them)."""
+    with _store(db) as store:
+        info = store.get_session(session, user_id=user)
+        if not yes and not typer.confirm(f"Delete session {info.id} ({info.message_count} messages)?"):
+            raise typer.Exit(code=1)
+        store.delete_session(info.id, user_id=user)
+    Console().print(f"deleted session [bold]{escape(info.id)}[/bold]")
+
+
+@sessions_app.command("fork")
+def fork(
+    session: SessionArg,
+    db: DbOption = None,
+    user: UserOption = None,
+    at: Annotated[int | None, typer.Option("--at", help="Branch after this seq (default: the newest).")] = None,
+) -> None:
+    """Start a new session that shares this one's history up to a seq."""
+    with _store(db) as store:
+        info = store.get_session(session, user_id=user)
+        if at is None:
+            loaded = store.load(info.id, user_id=user)
+            seqs = [r.seq for r in (*loaded.pinned, *loaded.window)]
+            at = max(seqs) if seqs else max((r.seq for r in store.messages(info.id, user_id=user)), default=-1)
+        new = store.fork(info.id, at, user_id=user)
+    Console().print(
+        f"forked [bold]{escape(new.id)}[/bold] from {escape(info.id)} at seq {at} ({new.message_count} shared messages)"
+    )
