@@ -21,6 +21,7 @@ Durability and crashes:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -212,13 +213,24 @@ class LineFile:
         except (ValueError, KeyError, TypeError, InvalidMessageError) as exc:
             raise self.corrupt(offset, str(exc)) from None
 
+    def _peek(self, offset: int, line: bytes) -> Line:
+        """What a scan needs from a line, without building the message (reads validate it fully)."""
+        try:
+            value = json.loads(line)
+            message = value["message"]
+            seq, tokens, role, ident = value["seq"], value["tokens"], message["role"], message.get("id")
+            if not (isinstance(seq, int) and isinstance(tokens, int) and isinstance(role, str)):
+                raise ValueError("seq, tokens and role have the wrong types")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise self.corrupt(offset, str(exc)) from None
+        return Line(offset, seq, tokens, role, ident if isinstance(ident, str) else None)
+
     def scan(self, offset: int) -> tuple[list[Line], int]:
         """Every complete line from ``offset``, and the offset where complete data ends."""
         out = []
         end = offset
         for start, raw in self._lines(offset):
-            row = self._parse(start, raw)
-            out.append(Line(start, row.seq, row.tokens, row.message.role, row.message.id))
+            out.append(self._peek(start, raw))
             end = start + len(raw) + 1
         return out, end
 
