@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ._core import MemoryCore, MessageLike, Stats
-from ._flow import Absorb, AsyncEvictionSink, Effect, EvictionSink, SaveState, Summarize, describe, settle
+from ._flow import Absorb, AsyncEvictionSink, Effect, EvictionSink, SaveState, Summarize, _stored, describe, settle
 from .errors import ConfigurationError
 from .longterm.blocks import Block
 from .messages import Message
@@ -220,9 +220,11 @@ class Memory(_Base):
     def clear(self, *, keep_system: bool = True) -> None:
         """Archive the whole window (nothing is deleted); with ``keep_system=False`` unpin system messages too."""
         core = self._core
-        core.evict(self._clear_plan(keep_system))
+        units = core.evict(self._clear_plan(keep_system))
         if core.counts["last_seq"] is None:
             return
+        if units and self._sinks:  # cleared units are archived like evicted ones: long-term memory gets them too
+            self._perform(Absorb(_stored(units)))
         core.state = self.store.save_state(
             self.session_id, core.state_to_save(), expected_version=core.state.version, user_id=self.user_id
         )
@@ -337,9 +339,11 @@ class AsyncMemory(_Base):
 
     async def clear(self, *, keep_system: bool = True) -> None:
         core = self._core
-        core.evict(self._clear_plan(keep_system))
+        units = core.evict(self._clear_plan(keep_system))
         if core.counts["last_seq"] is None:
             return
+        if units and self._sinks:
+            await self._perform(Absorb(_stored(units)))
         core.state = await self.store.save_state(
             self.session_id, core.state_to_save(), expected_version=core.state.version, user_id=self.user_id
         )

@@ -1,0 +1,196 @@
+"""One user's in-process recall index: documents, filter columns, BM25 postings and vectors.
+
+Everything is append-only and column-oriented, so adding a document is
+O(its length) and a query is a few numpy passes over the user's documents:
+filters become one boolean mask, BM25 fills a score vector, dense search is
+one matrix-vector product, and ``argpartition`` picks the top k. Vectors are
+an exact float32 matrix grown by doubling; an ANN index can replace
+:meth:`Partition.dense` later without changing anything above it.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ._np import np
+from .lexical import BM25Index
+
+__all__ = ["Partition", "RecallDoc", "Where", "top"]
+
+Array = np.ndarray[Any, Any]
+ROLE_CODES = {"user": 0, "assistant": 1, "tool": 2, "system": 3, "developer": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class RecallDoc:
+    """An archived message as recall sees it.
+
+    Attributes:
+        message_id: the message's id (unique across sessions).
+        session_id: its session.
+        user_id: its user (the partition it lives in).
+        seq: its position in the session.
+        role: ``user``, ``assistant``, ``tool``...
+        text: what was said (shown to the model).
+        created_at: when it was said.
+        key: the text that is indexed: ``text`` enriched with speaker, date or facts.
+        context: the text of the message before it in the session, indexed lexically
+            at half the weight of the key (see :class:`~convmem.longterm.recall.Keys`).
+    """
+
+    message_id: str
+    session_id: str
+    user_id: str | None
+    seq: int
+    role: str
+    text: str
+    created_at: datetime
+    key: str
+    context: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Filters of a search; ``None`` means no constraint. ``since`` is inclusive, ``until`` exclusive."""
+
+    sessions: Collection[str] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    roles: Collection[str] | None = None
+    exclude_session: str | None = None  # with exclude_from: leave out seqs >= it of this session (the window)
+    exclude_from: int | None = None
+
+
+class Partition:
+    """The documents of one user, with their lexical and dense indexes."""
+
+    def __init__(self) -> None:
+        self.docs: list[RecallDoc] = []
+        self.numbers: dict[str, int] = {}
+        self._sessions: dict[str, int] = {}
+        self._session_col = array("i")
+        self._seq_col = array("q")
+        self._time_col = array("d")
+        self._role_col = array("b")
+        self.lexical = BM25Index()
+        self.vectors: Array | None = None
+        self.model: str | None = None
+        self._has_vector = np.zeros(0, dtype=bool)
+        self.vector_count = 0
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def add(self, doc: RecallDoc, tokens: Sequence[str]) -> int | None:
+        """Index ``doc``; returns its number, or None if it is already indexed."""
+        if doc.message_id in self.numbers:
+            return None
+        number = self.lexical.add(tokens)
+        self.docs.append(doc)
+        self.numbers[doc.message_id] = number
+        self._session_col.append(self._sessions.setdefault(doc.session_id, len(self._sessions)))
+        self._seq_col.append(doc.seq)
+        self._time_col.append(doc.created_at.timestamp())
+        self._role_col.append(ROLE_CODES.get(doc.role, 5))
+        return number
+
+    # -- vectors -----------------------------------------------------------------------------
+    def missing_vectors(self, model: str) -> list[int]:
+        """Numbers of the documents without a vector of ``model``."""
+        if self.model is not None and self.model != model:
+            raise ValueError(f"this index holds {self.model!r} vectors; cannot mix in {model!r}")
+        n = len(self.docs)
+        if self.vector_count == n:
+            return []
+        present = self._has_vector[:n]
+        return [*np.flatnonzero(~present).tolist(), *range(len(present), n)]
+
+    def set_vectors(self, model: str, numbers: Sequence[int], vectors: Array) -> None:
+        dim = vectors.shape[1]
+        if self.vectors is None:
+            self.model = model
+            self.vectors = np.zeros((max(64, len(self.docs)), dim), dtype=np.float32)
+        elif self.vectors.shape[1] != dim:
+            raise ValueError(f"vectors of dimension {dim} cannot join an index of dimension {self.vectors.shape[1]}")
+        need = len(self.docs)
+        if need > len(self.vectors):
+            grown = np.zeros((max(need, 2 * len(self.vectors)), dim), dtype=np.float32)
+            grown[: len(self.vectors)] = self.vectors
+            self.vectors = grown
+        if need > len(self._has_vector):
+            has = np.zeros(len(self.vectors), dtype=bool)
+            has[: len(self._has_vector)] = self._has_vector
+            self._has_vector = has
+        index = np.asarray(numbers, dtype=np.int64)
+        self.vector_count += int(np.count_nonzero(~self._has_vector[index]))
+        self.vectors[index] = vectors
+        self._has_vector[index] = True
+
+    # -- search ------------------------------------------------------------------------------
+    def mask(self, where: Where) -> Array | None:
+        """A boolean mask of the documents ``where`` admits, or None if it admits all."""
+        n = len(self.docs)
+        keep: Array | None = None
+
+        def both(other: Array) -> None:
+            nonlocal keep
+            keep = other if keep is None else keep & other
+
+        if where.sessions is not None:
+            codes = [self._sessions[s] for s in where.sessions if s in self._sessions]
+            both(np.isin(np.frombuffer(self._session_col, np.int32), codes))
+        if where.since is not None or where.until is not None:
+            times = np.frombuffer(self._time_col, np.float64)
+            if where.since is not None:
+                both(times >= where.since.timestamp())
+            if where.until is not None:
+                both(times < where.until.timestamp())
+        if where.roles is not None:
+            codes = [ROLE_CODES.get(r, 5) for r in where.roles]
+            both(np.isin(np.frombuffer(self._role_col, np.int8), codes))
+        if where.exclude_session is not None and where.exclude_session in self._sessions:
+            code = self._sessions[where.exclude_session]
+            inside = np.frombuffer(self._session_col, np.int32) == code
+            if where.exclude_from is not None:
+                inside &= np.frombuffer(self._seq_col, np.int64) >= where.exclude_from
+            both(~inside)
+        assert keep is None or len(keep) == n
+        return keep
+
+    def lexical_scores(self, tokens: Sequence[str], keep: Array | None) -> tuple[Array, Array]:
+        """(numbers, BM25 scores) of the admitted documents sharing a term with the query."""
+        numbers, scores = self.lexical.scores(tokens)
+        if keep is not None and len(numbers):
+            admitted = keep[numbers]
+            numbers, scores = numbers[admitted], scores[admitted]
+        return numbers, scores
+
+    def dense_scores(self, query: Array, keep: Array | None) -> tuple[Array, Array]:
+        """(numbers, cosine similarities) of every admitted document that has a vector."""
+        if self.vectors is None:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        n = len(self.docs)
+        admitted = self._has_vector[:n].copy()
+        if keep is not None:
+            admitted &= keep
+        numbers = np.flatnonzero(admitted)
+        sims = self.vectors[:n] @ query if len(numbers) * 2 > n else self.vectors[numbers] @ query
+        return numbers, sims[numbers] if len(sims) == n else sims
+
+    def dense_top(self, query: Array, k: int, keep: Array | None) -> list[tuple[int, float]]:
+        return top(*self.dense_scores(query, keep), k)
+
+
+def top(numbers: Array, scores: Array, k: int) -> list[tuple[int, float]]:
+    """The k best (number, score) pairs, best first; ties go to the older document (deterministic)."""
+    if len(numbers) > k:
+        # Everything tied with the k-th score stays in, so the tie-break below sees all of them.
+        cut = np.partition(scores, len(scores) - k)[len(scores) - k]
+        chosen = scores >= cut
+        numbers, scores = numbers[chosen], scores[chosen]
+    order = np.lexsort((numbers, -scores))[:k]
+    return [(int(numbers[i]), float(scores[i])) for i in order]

@@ -1,0 +1,170 @@
+"""Lexical recall: a tokenizer and an incremental in-process BM25 index.
+
+Design:
+
+* Postings are append-only ``array`` columns per term (document numbers and
+  term frequencies), so adding a document costs O(its length) and nothing is
+  ever rebuilt; a query reads them as zero-copy numpy views.
+* Scoring is Okapi BM25 (k1=1.2, b=0.75) with the Lucene idf
+  ``log(1 + (N - df + 0.5) / (df + 0.5))``, computed from the statistics at
+  query time, so the index stays exact as it grows.
+* The tokenizer folds case and Unicode (NFKC), splits on non-word
+  characters, drops a short English stop list and applies a light suffix
+  stemmer ("moved", "moving", "moves" -> "move"). It never raises: any user
+  text, including FTS syntax such as quotes, ``NEAR`` or ``*``, is just words.
+
+Example::
+
+    index = BM25Index()
+    index.add(tokenize("Caroline: I went to a LGBTQ support group yesterday"))
+    numbers, scores = index.scores(tokenize("When did Caroline go to the support group?"))
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from array import array
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ConfigurationError
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover - exercised in a subprocess test
+    raise ConfigurationError("recall needs numpy: pip install 'convmem[recall]'") from None
+
+__all__ = ["STOPWORDS", "BM25Index", "stem", "tokenize"]
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+_STOP_LIST = """a an and are as at be been but by did do does for from had has have he her hers him his how i if
+    in into is it its me my of on or our she so than that the their them then there these they
+    this to was we were what when where which who whom why will with would you your yours"""
+STOPWORDS = frozenset(_STOP_LIST.split())
+
+_VOWELS = frozenset("aeiou")
+
+
+def _measure(word: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences in ``word``."""
+    pattern = "".join(
+        "v" if c in _VOWELS or (c == "y" and i and word[i - 1] not in _VOWELS) else "c" for i, c in enumerate(word)
+    )
+    return len(re.findall(r"v+c+", pattern))
+
+
+def _has_vowel(word: str) -> bool:
+    return any(c in _VOWELS or c == "y" for c in word)
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plurals, ``-ed``, ``-ing`` and ``-ness``, with Porter's clean-ups.
+
+    Deliberately conservative: a wrong merge costs precision for every query,
+    a missed one only for queries that use another form of the word.
+    """
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith(("ies", "ied")) and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if word.endswith("ness") and len(word) > 6:
+        return word[:-4]
+    for suffix in ("ing", "ed"):
+        base = word[: -len(suffix)]
+        if word.endswith(suffix) and len(base) >= 2 and _has_vowel(base):
+            if len(base) >= 3 and base[-1] == base[-2] and base[-1] not in "lsz" and base[-1] not in _VOWELS:
+                return base[:-1]  # "running" -> "run"
+            if base.endswith(("at", "bl", "iz")) or (
+                _measure(base) == 1
+                and len(base) >= 3
+                and base[-1] not in _VOWELS
+                and base[-1] not in "wxy"
+                and base[-2] in _VOWELS
+                and base[-3] not in _VOWELS
+            ):
+                return base + "e"  # "moved" -> "move", "hoping" -> "hope"
+            return base
+    return word
+
+
+_STEMS: dict[str, str] = {}
+
+
+def tokenize(text: str) -> list[str]:
+    """Stemmed, case-folded word tokens of ``text`` without stop words. Never raises."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    out = []
+    cache = _STEMS
+    for word in _WORD.findall(folded):
+        if word in STOPWORDS:
+            continue
+        stemmed = cache.get(word)
+        if stemmed is None:
+            stemmed = stem(word)
+            if len(cache) < 200_000:
+                cache[word] = stemmed
+        out.append(stemmed)
+    return out
+
+
+class _Postings:
+    __slots__ = ("docs", "tfs")
+
+    def __init__(self) -> None:
+        self.docs = array("i")
+        self.tfs = array("f")
+
+
+class BM25Index:
+    """An append-only BM25 index over documents numbered 0, 1, 2, ... in the order they are added."""
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self._postings: dict[str, _Postings] = {}
+        self._lengths = array("f")
+        self._total_length = 0.0
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def add(self, tokens: Sequence[str]) -> int:
+        """Index one document; returns its number."""
+        number = len(self._lengths)
+        postings = self._postings
+        for term, tf in Counter(tokens).items():
+            entry = postings.get(term)
+            if entry is None:
+                entry = postings[term] = _Postings()
+            entry.docs.append(number)
+            entry.tfs.append(tf)
+        self._lengths.append(len(tokens))
+        self._total_length += len(tokens)
+        return number
+
+    def scores(self, query: Sequence[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """(document numbers, BM25 scores) of every document sharing a term with ``query``, unordered."""
+        n = len(self._lengths)
+        terms = [t for t in dict.fromkeys(query) if t in self._postings]
+        if not n or not terms:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        lengths = np.frombuffer(self._lengths, dtype=np.float32)
+        avgdl = self._total_length / n or 1.0
+        norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
+        totals = np.zeros(n, dtype=np.float32)
+        for term in terms:
+            entry = self._postings[term]
+            docs = np.frombuffer(entry.docs, dtype=np.int32)
+            tfs = np.frombuffer(entry.tfs, dtype=np.float32)
+            df = len(docs)
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            totals[docs] += idf * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
+        hit = np.flatnonzero(totals)
+        return hit, totals[hit]
