@@ -114,3 +114,13 @@ def test_litellm_missing_gives_the_exact_pip_hint(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "litellm", None)  # import litellm now raises ImportError
     with pytest.raises(ConfigurationError, match=r"pip install 'convmem\[litellm\]'"):
         LiteLLMChat("ollama/llama3.1")
+
+
+def test_every_exported_name_resolves_lazily() -> None:
+    import convmem.llm
+
+    assert convmem.llm.__all__ == sorted(convmem.llm.__all__)
+    for name in convmem.llm.__all__:
+        assert getattr(convmem.llm, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        convmem.llm.Nope  # noqa: B018

@@ -38,7 +38,7 @@ from ..formats import Format
 from ..memory import Memory
 from ._replayer import ReplayResult, replay_file
 from ._report import Setup, as_json, print_report
-from ._summarizer import FirstSentenceSummarizer, make_summarizer
+from ._summarizer import make_summarizer
 from ._transcript import Line, TranscriptError, detect, read_lines
 
 __all__ = ["replay"]
@@ -141,8 +141,9 @@ def replay(
             summarizer=summarizer,
             format=fmt,
         )
-        if isinstance(summarizer, FirstSentenceSummarizer):
-            summarizer.bind(memory.counter.count_text)
+        bind = getattr(summarizer, "bind", None)
+        if callable(bind):  # both extractive summarizers cap exactly with the memory's own counter
+            bind(memory.counter.count_text)
         result = _run(transcript, lines, fmt, memory, quiet=as_json_output, console=err)
     except TranscriptError as exc:
         raise _fail(err, str(exc)) from None

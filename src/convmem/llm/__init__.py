@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 from .extractive import ExtractiveSummarizer
 
 if TYPE_CHECKING:
-    from .client import AsyncChatBackend, ChatBackend, Completion, OpenAIChat, RetryPolicy
+    from .client import AsyncChatBackend, ChatBackend, Completion, OpenAIChat
     from .extractor import Extraction, OpenAICompatibleFactExtractor
     from .litellm import LiteLLMChat
+    from .retry import RetryPolicy
     from .summarizer import OpenAICompatibleSummarizer, Summary
 
 __all__ = [
@@ -55,7 +56,7 @@ _LAZY = {
     "ChatBackend": "client",
     "Completion": "client",
     "OpenAIChat": "client",
-    "RetryPolicy": "client",
+    "RetryPolicy": "retry",
     "Extraction": "extractor",
     "OpenAICompatibleFactExtractor": "extractor",
     "LiteLLMChat": "litellm",

@@ -8,9 +8,7 @@ testable:
 
 * **Retries** on 408, 409, 429, every 5xx, connection errors and timeouts, up
   to ``RetryPolicy.max_retries`` times, with exponential backoff and jitter
-  (``initial * multiplier**attempt``, capped at ``maximum``; the last
-  ``jitter`` fraction of each delay is random so clients that failed together
-  do not retry together).
+  (the policy lives in :mod:`convmem.llm.retry`).
 * **Retry-After** (seconds or an HTTP date, and OpenAI's ``retry-after-ms``)
   replaces the computed delay. A server asking for more than
   ``max_retry_after`` seconds gets no retry: blocking ``Memory.add`` for
@@ -36,7 +34,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import os
 import random
@@ -48,6 +45,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigurationError, InvalidMessageError, LLMError
 from ..usage import ModelUsage, parse_usage
+from .retry import RetryPolicy, is_connection_error, is_timeout, retry_after, retryable, root_cause, status_of
 
 __all__ = [
     "ENV_API_KEY",
@@ -65,41 +63,8 @@ ENV_API_KEY = "CONVMEM_LLM_API_KEY"
 ENV_MODEL = "CONVMEM_LLM_MODEL"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 PIP_HINT = "pip install 'convmem[openai]'"
-_RETRY_STATUSES = frozenset({408, 409, 429})
 # Provider messages sometimes echo the key they rejected, masked ("sk-ab****1234"); drop such tokens.
 _KEYISH = re.compile(r"\b(?:sk|pk|key|api)[-_][A-Za-z0-9_*.\-]{4,}", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """When and how long to wait before retrying a failed call.
-
-    Attributes:
-        max_retries: retries after the first attempt (0 disables retrying).
-        initial: the first backoff delay, in seconds.
-        multiplier: growth of the delay per attempt.
-        maximum: the largest computed delay.
-        jitter: the fraction of each delay drawn at random, in ``[0, 1]``.
-        max_retry_after: the longest ``Retry-After`` honoured; a longer one fails the call at once.
-    """
-
-    max_retries: int = 4
-    initial: float = 0.5
-    multiplier: float = 2.0
-    maximum: float = 20.0
-    jitter: float = 0.5
-    max_retry_after: float = 60.0
-
-    def __post_init__(self) -> None:
-        if self.max_retries < 0 or self.initial < 0 or self.maximum < 0 or self.max_retry_after < 0:
-            raise ConfigurationError("retry delays and counts must not be negative")
-        if not 0.0 <= self.jitter <= 1.0:
-            raise ConfigurationError(f"jitter must be in [0, 1], got {self.jitter!r}")
-
-    def backoff(self, attempt: int, rng: random.Random) -> float:
-        """The delay before retry number ``attempt + 1`` when the server gave no Retry-After."""
-        base = min(self.maximum, self.initial * self.multiplier**attempt)
-        return base * (1.0 - self.jitter) + base * self.jitter * rng.random()
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,11 +136,9 @@ class _Calls:
 
     def delay(self, attempt: int, exc: BaseException) -> float:
         """Seconds to wait before retrying after ``exc``; raises the converted LLMError when it is final."""
-        status = _status(exc)
-        retryable = _is_connection_error(exc) or status in _RETRY_STATUSES or (status is not None and status >= 500)
-        if not retryable or attempt >= self.retry.max_retries:
+        if not retryable(exc) or attempt >= self.retry.max_retries:
             raise self.error(exc, attempts=attempt + 1)
-        after = _retry_after(exc)
+        after = retry_after(exc)
         if after is None:
             return self.retry.backoff(attempt, self.rng)
         if after > self.retry.max_retry_after:
@@ -184,14 +147,14 @@ class _Calls:
 
     def error(self, exc: BaseException, *, attempts: int = 1, note: str | None = None) -> LLMError:
         """The one place where SDK, HTTP and decoding failures become LLMError."""
-        status = _status(exc)
+        status = status_of(exc)
         if status is not None:
             what = f"HTTP {status}" + (f" {code}" if (code := _error_code(exc)) else "")
             reason = _provider_message(exc)
-        elif _is_timeout(exc):
+        elif is_timeout(exc):
             what, reason = "no HTTP status", f"timed out after {self.timeout:g} s"
-        elif _is_connection_error(exc):
-            what, reason = "no HTTP status", f"cannot connect ({_root_cause(exc)})"
+        elif is_connection_error(exc):
+            what, reason = "no HTTP status", f"cannot connect ({root_cause(exc)})"
         elif isinstance(exc, ValueError):  # the body was not JSON (json.JSONDecodeError) or not a completion
             what, reason = "HTTP 200", f"malformed response: {exc}"
         else:
@@ -352,29 +315,6 @@ def _require_openai() -> None:
         raise ConfigurationError(f"the OpenAI-compatible LLM client needs the openai package: {PIP_HINT}") from None
 
 
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    return type(exc).__name__ in ("APITimeoutError", "Timeout") or isinstance(exc, TimeoutError)
-
-
-def _is_connection_error(exc: BaseException) -> bool:
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(names & {"APIConnectionError", "APITimeoutError", "ServiceUnavailableError"}) or isinstance(
-        exc, (ConnectionError, TimeoutError)
-    )
-
-
-def _root_cause(exc: BaseException) -> str:
-    seen = exc
-    while seen.__cause__ is not None or seen.__context__ is not None:
-        seen = seen.__cause__ or seen.__context__  # type: ignore[assignment]
-    return str(seen) or type(seen).__name__
-
-
 def _body_error(exc: BaseException) -> Mapping[str, Any]:
     body = getattr(exc, "body", None)
     if isinstance(body, Mapping):
@@ -397,30 +337,6 @@ def _provider_message(exc: BaseException) -> str:
     return str(reason) if reason else "error"
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 def _shape(raw: Any) -> str:
     if isinstance(raw, str):
         return f"a text body: {raw[:60]!r}"
@@ -430,8 +346,3 @@ def _shape(raw: Any) -> str:
     except Exception:  # pydantic may refuse odd extras; the type name is enough then
         keys = type(raw).__name__
     return f"got {json.dumps(keys) if isinstance(keys, list) else keys}"
-
-
-def usage_of(completions: Sequence[Completion]) -> tuple[ModelUsage, ...]:
-    """The usage items of ``completions`` (those that reported one)."""
-    return tuple(c.usage for c in completions if c.usage is not None)
