@@ -21,7 +21,9 @@ from __future__ import annotations
 import pytest
 
 # Before the import below: pytest rewrites asserts only in modules registered before they load.
-pytest.register_assert_rewrite("convmem.testing.conformance", "convmem.testing.conformance_async")
+pytest.register_assert_rewrite(
+    "convmem.testing.conformance", "convmem.testing.conformance_async", "convmem.testing._session_tests"
+)
 
 from ._data import EchoSummarizer, conversations, json_values, messages, numbered, rich_messages  # noqa: E402
 from .conformance import StoreConformance  # noqa: E402

@@ -1,0 +1,178 @@
+"""Session management of the file store: list, retitle, delete, expire, fork, export and import.
+
+A deleted session moves to a ``.trash-*`` directory in one rename, then is
+removed; an import is built in a ``.import-*`` directory and renamed into
+place. Either way other processes see the whole session or none of it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from contextlib import nullcontext
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from ..errors import StoreError
+from ._common import (
+    export_header,
+    export_line,
+    fork_state,
+    json_object,
+    new_session_id,
+    now,
+    parse_export,
+)
+from ._filemeta import Meta, write_meta
+from ._files_base import MESSAGES, META, FilesBase, guarded
+from ._jsonlfile import LineFile, fsync_dir
+from .base import SessionInfo
+
+__all__ = ["FileSessions"]
+
+
+class FileSessions(FilesBase):
+    """Session management over :class:`FilesBase`."""
+
+    def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
+        found = [
+            m.caught_up(self._lines(m.id))[0].info() for m in self._all() if m.user_id == user_id and not m.deleted
+        ]
+        found.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
+        return found[:limit]
+
+    @guarded
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        with self._session(session_id, user_id) as (meta, _):
+            meta = replace(
+                meta,
+                title=meta.title if title is None else title,
+                updated_at=now(),
+                metadata=meta.metadata if metadata is None else json_object(metadata),
+            )
+            write_meta(self._dir(meta.id) / META, meta)
+            return meta.info()
+
+    @guarded
+    def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
+        self._remove(self._resolve(session_id, user_id))
+
+    def _remove(self, session_id: str) -> None:
+        with self._locked(session_id):
+            meta = self._meta(session_id)
+            if meta is None:
+                return
+            children = [m.fork_seq or 0 for m in self._all() if m.parent_id == session_id]
+            if children:
+                # Forks still read this history: hide the session and keep only the rows they share.
+                lines = self._lines(session_id)
+                lines.rewrite(upto=max(children))
+                write_meta(self._dir(session_id) / META, replace(meta, deleted=True).recounted(lines))
+                return
+            trash = self._sessions / f".trash-{session_id}-{os.urandom(4).hex()}"
+            os.rename(self._dir(session_id), trash)  # atomic: the session is gone at once
+            fsync_dir(self._sessions)
+            with self._ids_lock:
+                self._ids.pop(session_id, None)
+        shutil.rmtree(trash, ignore_errors=True)
+        if meta.parent_id is not None:
+            parent = self._meta(meta.parent_id)
+            if parent is not None and parent.deleted:
+                self._remove(parent.id)
+
+    @guarded
+    def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
+        cutoff = now() - older_than
+        doomed = sorted(
+            m.id
+            for m in self._all()
+            if m.user_id == user_id and not m.deleted and m.caught_up(self._lines(m.id))[0].updated_at < cutoff
+        )
+        for session_id in doomed:
+            self._remove(session_id)
+        return doomed
+
+    @guarded
+    def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
+        with self._session(session_id, user_id) as (source, _):
+            if not 0 <= at_seq < source.next_seq:
+                raise StoreError(
+                    f"cannot fork session {source.id!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
+                )
+            chain = self._chain(source)
+            count = tokens = 0
+            for row in self._read(chain, 0, at_seq):
+                count, tokens = count + 1, tokens + row.tokens
+            parent = source
+            while parent.parent_id is not None and parent.fork_seq is not None and at_seq <= parent.fork_seq:
+                parent = chain[parent.parent_id][0]  # branch where the history really lives
+            stamp = now()
+            fork = Meta(
+                new_session_id(),
+                user_id,
+                stamp,
+                stamp,
+                source.title,
+                source.model,
+                dict(source.metadata),
+                parent.id,
+                at_seq,
+                count,
+                tokens,
+                next_seq=at_seq + 1,
+                state=fork_state(source.state, at_seq, messages=count),
+            )
+            # Hold the parent's lock (fork before ancestor) so it cannot be removed meanwhile.
+            with self._locked(parent.id) if parent.id != source.id else nullcontext():
+                self._dir(fork.id).mkdir()
+                write_meta(self._dir(fork.id) / META, fork)
+            return fork.info()
+
+    # -- export / import -------------------------------------------------------------------
+    @guarded
+    def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
+        with self._session(session_id, user_id) as (meta, _):
+            rows = list(self._read(self._chain(meta), 0, None))
+            return b"".join([export_header(meta.info(), meta.state, meta.next_seq), *map(export_line, rows)])
+
+    @guarded
+    def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
+        parsed = parse_export(data)
+        target = self._dir(parsed.id)
+        if target.exists():
+            raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported")
+        # Build the session aside and rename it into place: an import is visible whole or not at all.
+        staging = self._sessions / f".import-{os.urandom(6).hex()}"
+        staging.mkdir()
+        try:
+            lines = LineFile(staging / MESSAGES)
+            lines.append(b"".join(map(export_line, parsed.rows)))
+            meta = Meta(
+                parsed.id,
+                user_id,
+                parsed.created_at,
+                parsed.updated_at,
+                parsed.title,
+                parsed.model,
+                dict(parsed.metadata),
+                next_seq=parsed.next_seq,
+                state=parsed.state,
+            ).recounted(lines)
+            write_meta(staging / META, replace(meta, updated_at=parsed.updated_at))
+            try:
+                os.rename(staging, target)
+            except OSError:
+                raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported") from None
+            fsync_dir(self._sessions)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return parsed.info(user_id)

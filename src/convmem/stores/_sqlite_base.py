@@ -1,0 +1,139 @@
+"""The part of the SQLite store every operation shares: rows, lookups, fork chains, and closing.
+
+:class:`SQLiteBase` resolves ids and prefixes (scoped by user) and reads a
+session's history across its fork chain; the session-management and the
+message operations build on it (:mod:`convmem.stores._sqlite_sessions`,
+:mod:`convmem.stores.sqlite`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from . import _sql as sql
+from ._common import (
+    Segment,
+    now,
+    pick,
+    segments,
+)
+from ._sqlite_db import Database
+from .base import SessionInfo, StoredMessage
+from .codec import decode_datetime, decode_message, encode_datetime
+from .codec import loads as json_loads
+
+__all__ = ["LAST_SEQ", "Row", "SQLiteBase", "existing_ids", "session_row", "stamp", "stored_row"]
+
+LAST_SEQ = 2**62
+
+
+class Row(NamedTuple):
+    """A row of the sessions table, in SESSION_COLUMNS order."""
+
+    id: str
+    user_id: str | None
+    title: str | None
+    model: str | None
+    metadata: str
+    created_at: str
+    updated_at: str
+    parent_id: str | None
+    fork_seq: int | None
+    base_count: int
+    base_tokens: int
+    message_count: int
+    tokens: int
+    next_seq: int
+    state: str
+    version: int
+    deleted: int
+
+    def info(self) -> SessionInfo:
+        return SessionInfo(
+            self.id,
+            self.user_id,
+            self.title,
+            self.model,
+            json_loads(self.metadata),
+            decode_datetime(self.created_at),
+            decode_datetime(self.updated_at),
+            self.base_count + self.message_count,
+            self.base_tokens + self.tokens,
+            self.parent_id,
+            self.fork_seq,
+        )
+
+
+def session_row(conn: sqlite3.Connection, session_id: str) -> Row | None:
+    row = conn.execute(sql.SELECT_SESSION, (session_id,)).fetchone()
+    return Row(*row) if row is not None else None
+
+
+def stored_row(row: tuple[int, str, int]) -> StoredMessage:
+    return StoredMessage(row[0], decode_message(json_loads(row[1])), row[2])
+
+
+def stamp() -> str:
+    return encode_datetime(now())
+
+
+def existing_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):  # stay under SQLite's limit on bound parameters
+        chunk = ids[start : start + 500]
+        query = sql.EXISTING_IDS.format(marks=", ".join("?" * len(chunk)))
+        found.update(i for (i,) in conn.execute(query, chunk))
+    return found
+
+
+class SQLiteBase:
+    """The connection, lookups and reads shared by every SQLite operation."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
+        self.db = Database(path, timeout=timeout)
+        self.path = self.db.path
+        self.rows_read = 0  # rows decoded by load(); shows (and lets tests check) that it skips the archive
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r})"
+
+    # -- lookup ----------------------------------------------------------------------------
+    def _resolve(self, conn: sqlite3.Connection, session_id: str, user_id: str | None) -> Row:
+        row = session_row(conn, session_id)
+        if row is not None and row.user_id == user_id and not row.deleted:
+            return row
+        ids = [i for (i,) in conn.execute(sql.SELECT_BY_PREFIX, (session_id, user_id))]
+        found = session_row(conn, pick(session_id, ids))
+        assert found is not None  # picked from the same snapshot
+        return found
+
+    def _segments(self, conn: sqlite3.Connection, row: Row) -> list[Segment]:
+        chain: list[tuple[str, int | None]] = [(row.id, row.fork_seq)]
+        parent_id = row.parent_id
+        while parent_id is not None:
+            parent = session_row(conn, parent_id)
+            assert parent is not None  # a parent with forks is only ever hidden, never removed
+            chain.append((parent.id, parent.fork_seq))
+            parent_id = parent.parent_id
+        return segments(chain)
+
+    def _read(
+        self, conn: sqlite3.Connection, segs: list[Segment], query: str, lo: int, hi: int | None = None
+    ) -> list[StoredMessage]:
+        out: list[StoredMessage] = []
+        for seg in segs:
+            span = seg.clip(lo, hi)
+            if span is not None:
+                out += map(stored_row, conn.execute(query, (seg.session_id, *span)))
+        return out
+
+    # -- sessions --------------------------------------------------------------------------
+    def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
+        with self.db.transaction(write=False) as conn:
+            return self._resolve(conn, session_id, user_id).info()
+
+    def close(self) -> None:
+        self.db.close()
