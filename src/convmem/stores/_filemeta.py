@@ -45,6 +45,7 @@ class Meta:
     tokens: int = 0
     next_seq: int = 0
     pinned: list[tuple[int, int]] = field(default_factory=list)  # (seq, byte offset) of pinned lines
+    indexed: int = 0  # how far into messages.jsonl the id index is complete (see _fileids)
     state: SessionState = field(default_factory=SessionState)
 
     def info(self) -> SessionInfo:
@@ -101,6 +102,7 @@ class Meta:
             "tokens": self.tokens,
             "next_seq": self.next_seq,
             "pinned": [list(p) for p in self.pinned],
+            "indexed": self.indexed,
             "state": encode_state(self.state, with_version=True),
         }
 
@@ -122,6 +124,7 @@ class Meta:
             fork_seq=value["fork_seq"],
             deleted=bool(value["deleted"]),
             pinned=[(int(seq), int(offset)) for seq, offset in value["pinned"]],
+            indexed=int(value.get("indexed", 0)),
             state=decode_state(value["state"]),
             **{name: value[name] for name in ints},
         )

@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
@@ -23,6 +23,7 @@ from ._common import (
     pick,
     segments,
 )
+from ._fileids import IdIndex
 from ._filemeta import Meta, read_meta
 from ._jsonlfile import LineFile, locked
 from .base import SessionInfo, StoredMessage
@@ -62,8 +63,6 @@ class FilesBase:
                 shutil.rmtree(leftover, ignore_errors=True)
         except OSError as exc:
             raise StoreError(f"file store {self.root}: {exc.strerror or exc}") from exc
-        self._ids: dict[str, tuple[int, int, set[str]]] = {}  # session -> (inode, offset, message ids)
-        self._ids_lock = threading.Lock()
         self.rows_read = 0  # rows read by load(); shows (and lets tests check) that it skips the archive
 
     def __repr__(self) -> str:
@@ -154,6 +153,12 @@ class FilesBase:
                 yield from lines.read(lines.find(span[0]), span[1])
 
     # -- sessions --------------------------------------------------------------------------
+    def _indexed(self, meta: Meta, lines: LineFile) -> Meta:
+        """``meta`` with the id index caught up to its message file (call with the session's lock held)."""
+        if meta.indexed == meta.synced:
+            return meta
+        return replace(meta, indexed=IdIndex(self._dir(meta.id)).catch_up(lines, meta.indexed))
+
     @guarded
     def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
         meta = self._meta(self._resolve(session_id, user_id))

@@ -25,6 +25,7 @@ from ._common import (
     now,
     parse_export,
 )
+from ._fileids import IdIndex
 from ._filemeta import Meta, write_meta
 from ._files_base import MESSAGES, META, FilesBase, guarded
 from ._jsonlfile import LineFile, fsync_dir
@@ -76,13 +77,12 @@ class FileSessions(FilesBase):
                 # Forks still read this history: hide the session and keep only the rows they share.
                 lines = self._lines(session_id)
                 lines.rewrite(upto=max(children))
-                write_meta(self._dir(session_id) / META, replace(meta, deleted=True).recounted(lines))
+                indexed = IdIndex(self._dir(session_id)).rebuild(lines)
+                write_meta(self._dir(session_id) / META, replace(meta, deleted=True, indexed=indexed).recounted(lines))
                 return
             trash = self._sessions / f".trash-{session_id}-{os.urandom(4).hex()}"
             os.rename(self._dir(session_id), trash)  # atomic: the session is gone at once
             fsync_dir(self._sessions)
-            with self._ids_lock:
-                self._ids.pop(session_id, None)
         shutil.rmtree(trash, ignore_errors=True)
         if meta.parent_id is not None:
             parent = self._meta(meta.parent_id)
@@ -133,9 +133,24 @@ class FileSessions(FilesBase):
             )
             # Hold the parent's lock (fork before ancestor) so it cannot be removed meanwhile.
             with self._locked(parent.id) if parent.id != source.id else nullcontext():
+                self._index_shared(parent.id)
                 self._dir(fork.id).mkdir()
                 write_meta(self._dir(fork.id) / META, fork)
             return fork.info()
+
+    def _index_shared(self, session_id: str) -> None:
+        """Complete the id index of a session whose rows a new fork will share (its lock is held).
+
+        The shared rows never change again, but a crash may have left their ids
+        unindexed, and a hidden parent never appends again to catch up.
+        """
+        meta = self._meta(session_id)
+        if meta is not None:
+            lines = self._lines(session_id)
+            current = meta.caught_up(lines)[0]
+            indexed = self._indexed(current, lines)
+            if indexed.indexed != meta.indexed:
+                write_meta(self._dir(session_id) / META, indexed)
 
     # -- export / import -------------------------------------------------------------------
     @guarded
@@ -156,6 +171,7 @@ class FileSessions(FilesBase):
         try:
             lines = LineFile(staging / MESSAGES)
             lines.append(b"".join(map(export_line, parsed.rows)))
+            IdIndex(staging).add((r.seq, r.message.id) for r in parsed.rows)
             meta = Meta(
                 parsed.id,
                 user_id,
@@ -167,7 +183,7 @@ class FileSessions(FilesBase):
                 next_seq=parsed.next_seq,
                 state=parsed.state,
             ).recounted(lines)
-            write_meta(staging / META, replace(meta, updated_at=parsed.updated_at))
+            write_meta(staging / META, replace(meta, updated_at=parsed.updated_at, indexed=meta.synced))
             try:
                 os.rename(staging, target)
             except OSError:

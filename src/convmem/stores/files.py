@@ -5,6 +5,7 @@ Layout::
     root/sessions/<session id>/messages.jsonl   one export line per message, seq order, append-only
     root/sessions/<session id>/session.json     info, state and counters, replaced atomically
     root/sessions/<session id>/lock             flock'd by every process that changes the session
+    root/sessions/<session id>/ids/             the message-id index (derived; rebuilt if lost)
 
 The message file is human-readable and greppable (``grep -l invoice
 root/sessions/*/messages.jsonl``), and its lines are exactly the lines of an
@@ -21,9 +22,10 @@ export. Design:
   are kept in ``session.json``.
 * Processes coordinate with ``fcntl.flock`` on the session's lock file;
   several locks are always taken from a fork towards its ancestors.
-* Message ids are unique per session (the SQLite store makes them unique
-  per database). The first append to a session in a process reads that
-  session's ids once to check this.
+* Message ids are unique per session and its shared history (the SQLite
+  store makes them unique per database). A small id index per session
+  (``ids/``, see :mod:`convmem.stores._fileids`) answers the check by
+  reading one bucket, not the history.
 
 Example::
 
@@ -48,6 +50,7 @@ from ._common import (
     json_object,
     now,
 )
+from ._fileids import IdIndex
 from ._filemeta import Meta, read_meta, write_meta
 from ._files_base import META, guarded
 from ._files_sessions import FileSessions
@@ -101,38 +104,21 @@ class FileStore(FileSessions):
         elif meta.user_id != user_id or meta.deleted:
             raise SessionNotFoundError(session_id)  # never reveal, nor write into, another user's session
         lines.repair(meta.synced)
-        meta = meta.caught_up(lines)[0]
-        known = self._known_ids(meta, lines)
-        for index, (message, _) in enumerate(messages):
-            if message.id in known:
-                raise InvalidMessageError(f"duplicate message id {message.id!r}", field="id", index=index)
+        meta = self._indexed(meta.caught_up(lines)[0], lines)
+        ids = [m.id or "" for m, _ in messages]
+        taken = IdIndex(self._dir(session_id)).find(ids)
+        for seg in self._segments(self._chain(meta))[:-1]:  # the history shared with ancestors
+            taken |= IdIndex(self._dir(seg.session_id)).find(ids, seg.hi)
+        if taken:
+            index = next(i for i, message_id in enumerate(ids) if message_id in taken)
+            raise InvalidMessageError(f"duplicate message id {ids[index]!r}", field="id", index=index)
         seqs = list(range(meta.next_seq, meta.next_seq + len(messages)))
-        data = b"".join(export_line(StoredMessage(s, m, t)) for s, (m, t) in zip(seqs, messages, strict=True))
-        start = lines.append(data)
-        known.update(m.id or "" for m, _ in messages)
-        with self._ids_lock:
-            self._ids[session_id] = (os.stat(lines.path).st_ino, start + len(data), known)
+        lines.append(b"".join(export_line(StoredMessage(s, m, t)) for s, (m, t) in zip(seqs, messages, strict=True)))
+        IdIndex(self._dir(session_id)).add(zip(seqs, ids, strict=True))
         meta, _ = replace(meta, updated_at=now()).caught_up(lines)
         # Not fsync'd on purpose: the lines are, and a stale record is caught up from them.
-        write_meta(path, meta, durable=False)
+        write_meta(path, replace(meta, indexed=meta.synced), durable=False)
         return seqs
-
-    def _known_ids(self, meta: Meta, lines: LineFile) -> set[str]:
-        inode = os.stat(lines.path).st_ino if lines.path.exists() else 0
-        with self._ids_lock:
-            cached = self._ids.get(meta.id)
-        if cached is not None and cached[0] == inode:
-            _, offset, known = cached
-        else:
-            offset, known = 0, set()
-            if meta.parent_id is not None:
-                chain = self._chain(meta)
-                known.update(r.message.id or "" for r in self._read(chain, 0, meta.fork_seq))
-        tail, end = lines.scan(offset)
-        known.update(t.id or "" for t in tail)
-        with self._ids_lock:
-            self._ids[meta.id] = (inode, end, known)
-        return known
 
     @guarded
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
@@ -188,9 +174,8 @@ class FileStore(FileSessions):
             forks = [(m.id, m.fork_seq or 0) for m in self._all() if m.parent_id == meta.id]
             check_deletable(meta.id, doomed, meta.fork_seq, forks)
             lines.rewrite(drop=doomed)
-            write_meta(self._dir(meta.id) / META, replace(meta, updated_at=now()).recounted(lines))
-            with self._ids_lock:
-                self._ids.pop(meta.id, None)
+            indexed = IdIndex(self._dir(meta.id)).rebuild(lines)
+            write_meta(self._dir(meta.id) / META, replace(meta, updated_at=now(), indexed=indexed).recounted(lines))
 
 
 class AsyncFileStore(AsyncStoreWrapper[FileStore]):

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from ..errors import (
+    InvalidMessageError,
     SessionNotFoundError,
     StoreError,
 )
@@ -79,6 +80,13 @@ class SessionTests:
         grand = store.fork(fork.id, 5, user_id="u")
         shallow = store.fork(fork.id, 2, user_id="u")
         store = self.reopen(store, tmp_path)
+        for session_id, shared in ((fork.id, "m3"), (grand.id, "f0"), (shallow.id, "m1")):
+            with pytest.raises(InvalidMessageError, match="duplicate"):  # an id of the shared history
+                store.append(
+                    session_id,
+                    [next(m for m in numbered(12) + numbered(2, prefix="f") if m[0].id == shared)],
+                    user_id="u",
+                )
         root_rows = list(store.messages("root", user_id="u"))
         assert [r.message.id for r in store.messages(fork.id, user_id="u")] == [r.message.id for r in root_rows[:5]] + [
             "f0",

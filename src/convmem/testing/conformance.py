@@ -100,6 +100,8 @@ class StoreConformance(SessionTests):
         store = self.reopen(store, tmp_path)
         assert [r.message for r in store.messages("s")] == [m for m, _ in batch]
         assert [r.message.created_at for r in store.messages("s")] == [m.created_at for m, _ in batch]
+        with pytest.raises(InvalidMessageError, match="duplicate"):
+            store.append("s", batch[3:4])  # ids are still refused after reopening
 
     def test_a_duplicate_or_missing_message_id_writes_nothing(self, store: Any) -> None:
         store.append("s", numbered(2), user_id="u")
