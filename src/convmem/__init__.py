@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     AmbiguousSessionError,
+    BlockEditError,
     ConfigurationError,
     ConflictError,
     ContextOverflowError,
@@ -79,6 +80,7 @@ __all__ = [
     "AsyncMemoryStore",
     "AudioPart",
     "Block",
+    "BlockEditError",
     "CallableBlock",
     "Compaction",
     "ConfigurationError",

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from .errors import ConfigurationError, InvalidMessageError
 from .formats.openai import to_openai
-from .longterm.blocks import Block, CallableBlock
+from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
-from .policy.assembly import BlockText, Overflow, SummaryText, assemble, summary_message
+from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
 from .policy.context import Context, LeftOut
 from .policy.strategies import Plan, Strategy, make_strategy
 from .policy.truncate import truncate_text
@@ -96,6 +96,7 @@ class MemoryCore:
         summary_max_tokens: int | None,
         blocks: Sequence[Block],
         pinned_context: Any,
+        block_template: Callable[[Sequence[BlockText]], str] | None = None,
     ) -> None:
         if on_overflow not in ("truncate", "raise"):
             raise ConfigurationError(f"on_overflow must be 'truncate' or 'raise', got {on_overflow!r}")
@@ -121,6 +122,7 @@ class MemoryCore:
         input_budget = self.budget - self.reserve
         self.summary_max_tokens = summary_max_tokens or max(64, min(2000, input_budget // 10))
         self.blocks: list[Block] = list(blocks)
+        self.block_template = block_template or default_block_template
         if pinned_context is not None:
             self.blocks.insert(0, CallableBlock("pinned_context", pinned_context, priority=0))
         self.window = Window()
@@ -240,8 +242,18 @@ class MemoryCore:
         )
 
     # -- context -----------------------------------------------------------------------------
-    def block_texts(self, query: str | None) -> list[BlockText]:
-        return [BlockText(b.name, b.render(query), b.priority) for b in self.blocks]
+    def block_texts(self, query: str | None, turn: Turn | None = None) -> list[BlockText]:
+        """Render every block for this turn, each cut to its own ``max_tokens`` if it has one."""
+        turn = turn or Turn(query)
+        out = []
+        for block in self.blocks:
+            render_turn = getattr(block, "render_turn", None)
+            text = render_turn(turn) if render_turn is not None else block.render(query)
+            cap = getattr(block, "max_tokens", None)
+            if cap is not None and text:
+                text = truncate_text(self.counter.count_text, text, cap) or ""
+            out.append(BlockText(block.name, text, block.priority, getattr(block, "position", "system")))
+        return out
 
     def inputs(self, input: MessageLike | str | Sequence[MessageLike] | None) -> list[tuple[Message, int]]:
         if input is None:
@@ -265,6 +277,7 @@ class MemoryCore:
             format=format,
             summary=self.summary,
             blocks=blocks,
+            template=self.block_template,
             inputs=inputs,
             on_overflow=self.on_overflow,
             evicted=self.evicted(),

@@ -9,6 +9,7 @@ they enter the library, in one place per adapter::
      |- ContextOverflowError               the irreducible context does not fit
      |- UnknownModelError (KeyError)       suggests close model names
      |- ConfigurationError                 e.g. a missing extra
+     |- BlockEditError (ValueError)        a working-block edit over its limit, or whose target is absent
      |- StoreError
      |   |- SessionNotFoundError (KeyError)
      |   |- AmbiguousSessionError          lists the matching ids
@@ -30,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "AmbiguousSessionError",
+    "BlockEditError",
     "ConfigurationError",
     "ConflictError",
     "ContextOverflowError",
@@ -102,6 +104,13 @@ class UnknownModelError(ConvmemError, KeyError):
 
 class ConfigurationError(ConvmemError):
     """convmem was configured in a way that cannot work (e.g. a missing extra)."""
+
+
+class BlockEditError(ConvmemError, ValueError):
+    """A working-block edit was refused (over the block's token limit, or the text to replace is absent).
+
+    The message is written for the agent that made the edit: it says what to do instead.
+    """
 
 
 class StoreError(ConvmemError):

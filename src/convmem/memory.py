@@ -23,14 +23,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from ._core import MemoryCore, MessageLike, Stats
 from ._flow import Absorb, AsyncEvictionSink, Effect, EvictionSink, SaveState, Summarize, _stored, describe, settle
 from .errors import ConfigurationError
-from .longterm.blocks import Block
+from .longterm.blocks import Block, Turn
 from .messages import Message
-from .policy.assembly import Overflow
+from .policy.assembly import BlockText, Overflow
 from .policy.context import Context
 from .policy.repair import synthetic_results
 from .policy.strategies import Plan, Strategy
@@ -64,6 +65,7 @@ class _Base:
         summary_max_tokens: int | None = None,
         blocks: Sequence[Block] = (),
         pinned_context: Callable[[], str] | None = None,
+        block_template: Callable[[Sequence[BlockText]], str] | None = None,
         sinks: Sequence[Any] = (),
         format: str = "openai",
     ) -> None:
@@ -89,6 +91,7 @@ class _Base:
             summary_max_tokens=summary_max_tokens,
             blocks=blocks,
             pinned_context=pinned_context,
+            block_template=block_template,
         )
         if default_summarizer is not None:
             default_summarizer.bind(self._core.counter.count_text)
@@ -132,7 +135,8 @@ class _Base:
         if not core.blocks:
             return core.context(inputs, format or self.format, [])
         query = inputs[-1][0].text if inputs else _last_user_text(core)
-        return core.context(inputs, format or self.format, core.block_texts(query))
+        turn = Turn(query, self.session_id, self.user_id, core.window_start, datetime.now(timezone.utc))
+        return core.context(inputs, format or self.format, core.block_texts(query, turn))
 
     def _usage(self, usage: Any, model: str | None = None) -> Usage:
         parsed = parse_usage(usage)

@@ -1,8 +1,18 @@
-"""Long-term memory: blocks, facts with temporal validity, and recall over the archive."""
+"""Long-term memory: blocks, facts with temporal validity, and recall over the archive.
+
+Recall (``RecallIndex``, the embedders, ``RecallBlock``) needs numpy
+(``pip install 'convmem[recall]'``); it is imported on first use, so the
+rest works without it.
+"""
 
 from __future__ import annotations
 
-from .blocks import Block, CallableBlock, StaticBlock
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .blocks import Block, CallableBlock, Position, StaticBlock, Turn, WorkingBlock
+from .blockstore import BlockRecord, BlockStore, MemoryBlockStore
+from .dynamic import FactsBlock, RecallBlock
 from .factbook import AsyncFacts, Facts
 from .facts import (
     AsyncFactExtractor,
@@ -17,12 +27,32 @@ from .facts import (
 )
 from .factstore import MemoryFactStore
 
+if TYPE_CHECKING:
+    from .embedders import AsyncEmbedder, Embedder, HashingEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder
+    from .recall import Keys, RecallDoc, RecallHit, RecallIndex
+
+_LAZY = {
+    "AsyncEmbedder": "embedders",
+    "Embedder": "embedders",
+    "HashingEmbedder": "embedders",
+    "OpenAIEmbedder": "embedders",
+    "SentenceTransformerEmbedder": "embedders",
+    "Keys": "recall",
+    "RecallDoc": "recall",
+    "RecallHit": "recall",
+    "RecallIndex": "recall",
+}
+
 __all__ = [
+    "AsyncEmbedder",
     "AsyncFactExtractor",
     "AsyncFactStore",
     "AsyncFacts",
     "Block",
+    "BlockRecord",
+    "BlockStore",
     "CallableBlock",
+    "Embedder",
     "Fact",
     "FactAdd",
     "FactExtractor",
@@ -31,6 +61,28 @@ __all__ = [
     "FactStore",
     "FactUpdate",
     "Facts",
+    "FactsBlock",
+    "HashingEmbedder",
+    "Keys",
+    "MemoryBlockStore",
     "MemoryFactStore",
+    "OpenAIEmbedder",
+    "Position",
+    "RecallBlock",
+    "RecallDoc",
+    "RecallHit",
+    "RecallIndex",
+    "SentenceTransformerEmbedder",
     "StaticBlock",
+    "Turn",
+    "WorkingBlock",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'convmem.longterm' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -26,7 +26,7 @@ from itertools import islice
 from typing import Any, Literal
 
 from ..errors import ContextOverflowError
-from ..messages import Message
+from ..messages import Message, TextPart
 from ..tokens import TokenCounter
 from .context import Account, Context, LeftOut, Truncation
 from .truncate import truncate_message, truncate_text
@@ -40,11 +40,18 @@ SUMMARY_HEADER = "Summary of the earlier conversation (messages {first}-{last}):
 
 @dataclass(frozen=True, slots=True)
 class BlockText:
-    """A block's text for this turn: lower ``priority`` numbers are kept longer; 0 is never cut."""
+    """A block's text for this turn: lower ``priority`` numbers are kept longer; 0 is never cut.
+
+    ``position`` ``"system"`` renders it into one system message after the pinned
+    ones; ``"user"`` prepends it (as its own text part) to the latest user message:
+    the input's, else the newest window unit's if that is a user message, else it
+    falls back to the system message.
+    """
 
     name: str
     text: str
     priority: int = 1
+    position: str = "system"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,15 +123,23 @@ def assemble(
     input_tokens = sum(tokens for _, tokens in inputs) if inputs else 0
     summary_tokens = summary.tokens if summary is not None else 0
     kept_blocks = [b for b in blocks if b.text]
-    blocks_message, blocks_tokens = _render_blocks(counter, kept_blocks, template)
+    target = _user_target(inputs, units, stop, kept_blocks)
+    blocks_message, augmented, blocks_tokens = _render_blocks(counter, kept_blocks, template, target)
 
     start = 0
     total = window.pinned_tokens + summary_tokens + blocks_tokens + window_tokens + input_tokens
     if total > available:
-        kept_blocks, _ = _shrink_blocks(counter, kept_blocks, total - available, left_out)
-        blocks_message, new_blocks_tokens = _render_blocks(counter, kept_blocks, template)
-        total += new_blocks_tokens - blocks_tokens
-        blocks_tokens = new_blocks_tokens
+        cuts: list[LeftOut] = []
+        # A block's tokens inside the rendered message can differ by a few from its own count (merges at
+        # its edges), so shrink again until the rendered total fits or only priority-0 blocks are left.
+        for _ in range(4):
+            kept_blocks, _ = _shrink_blocks(counter, kept_blocks, total - available, cuts)
+            blocks_message, augmented, new_blocks_tokens = _render_blocks(counter, kept_blocks, template, target)
+            total += new_blocks_tokens - blocks_tokens
+            blocks_tokens = new_blocks_tokens
+            if total <= available or not any(b.priority > 0 for b in kept_blocks):
+                break
+        left_out.extend(_merge_cuts(cuts))
         if total > available:
             start, dropped_tokens = _drop_oldest(units, stop, total - available, left_out)
             window_tokens -= dropped_tokens
@@ -177,6 +192,15 @@ def assemble(
         input_messages = [m for m, _ in inputs]
 
     truncated_seqs = {t.seq for t in truncations}
+    in_window = False
+    if augmented is not None and target is not None:
+        # The user blocks ride on a copy of the target; the stored message is never changed.
+        user_text = _user_blocks_text(kept_blocks, template)
+        if target[0] == "input":
+            input_messages[target[1]] = _with_prefix(input_messages[target[1]], user_text)
+        elif newest_messages:
+            newest_messages[-1] = _with_prefix(newest_messages[-1], user_text)
+            in_window = True
     system_extra: list[Message] = []
     if summary is not None:
         system_extra.append(summary.message)
@@ -196,7 +220,7 @@ def assemble(
         counter=counter.name,
     )
     window_range = (units[start].first_seq, units[stop - 1].last_seq) if stop > start else None
-    if format == "openai" and render_openai is not None and not truncated_seqs:
+    if format == "openai" and render_openai is not None and not truncated_seqs and not in_window:
         messages = [_cached(e, render_openai) for e in window.pinned] if window.pinned else []
         if system_extra:
             messages += [render_openai(m) for m in system_extra]
@@ -250,13 +274,49 @@ def _placeholder_tokens(counter: TokenCounter) -> int:
     return counter.count_message(Message(role="user", content=CONTINUATION_PLACEHOLDER))
 
 
+def _user_target(
+    inputs: Sequence[tuple[Message, int]], units: Any, stop: int, blocks: Sequence[BlockText]
+) -> tuple[str, int, Message, int] | None:
+    """Where user-position blocks go: the last user input, else the newest unit if it is a user message."""
+    if not any(b.position == "user" for b in blocks):
+        return None
+    for index in range(len(inputs) - 1, -1, -1):
+        if inputs[index][0].role == "user":
+            return ("input", index, inputs[index][0], inputs[index][1])
+    if stop > 0 and units[stop - 1].kind == "user":
+        entry = units[stop - 1].entries[-1]
+        return ("window", -1, entry.message, entry.tokens)
+    return None
+
+
+def _user_blocks_text(blocks: Sequence[BlockText], template: Callable[[Sequence[BlockText]], str]) -> str:
+    return template([b for b in blocks if b.position == "user"])
+
+
+def _with_prefix(message: Message, text: str) -> Message:
+    """A copy of ``message`` whose content starts with ``text`` as a separate text part."""
+    content = message.content
+    parts = [TextPart(content)] if isinstance(content, str) else list(content or ())
+    return message.replace(content=(TextPart(text), *parts))
+
+
 def _render_blocks(
-    counter: TokenCounter, blocks: Sequence[BlockText], template: Callable[[Sequence[BlockText]], str]
-) -> tuple[Message | None, int]:
+    counter: TokenCounter,
+    blocks: Sequence[BlockText],
+    template: Callable[[Sequence[BlockText]], str],
+    target: tuple[str, int, Message, int] | None = None,
+) -> tuple[Message | None, Message | None, int]:
+    """The system blocks message, the augmented user target, and the tokens both add."""
     if not blocks:
-        return None, 0
-    message = Message(role="system", content=template(blocks))
-    return message, counter.count_message(message)
+        return None, None, 0
+    in_system = [b for b in blocks if b.position != "user" or target is None]
+    message = Message(role="system", content=template(in_system)) if in_system else None
+    tokens = counter.count_message(message) if message is not None else 0
+    augmented = None
+    if target is not None and len(in_system) < len(blocks):
+        augmented = _with_prefix(target[2], _user_blocks_text(blocks, template))
+        tokens += counter.count_message(augmented) - target[3]
+    return message, augmented, tokens
 
 
 def _block_tokens(counter: TokenCounter, blocks: Sequence[BlockText], total: int) -> dict[str, int]:
@@ -291,6 +351,19 @@ def _shrink_blocks(
             left_out.append(LeftOut("block_truncated", 0, saved, detail=block.name))
             over -= saved
     return result, over
+
+
+def _merge_cuts(cuts: list[LeftOut]) -> list[LeftOut]:
+    """One entry per block: dropped if it was dropped in any round, with the tokens of every round."""
+    merged: dict[str, LeftOut] = {}
+    for cut in cuts:
+        seen = merged.get(cut.detail)
+        if seen is None:
+            merged[cut.detail] = cut
+        else:
+            reason = "block_dropped" if "block_dropped" in (seen.reason, cut.reason) else seen.reason
+            merged[cut.detail] = seen._replace(reason=reason, tokens=seen.tokens + cut.tokens)
+    return list(merged.values())
 
 
 def _drop_oldest(units: Any, stop: int, over: int, left_out: list[LeftOut]) -> tuple[int, int]:

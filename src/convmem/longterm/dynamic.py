@@ -1,0 +1,158 @@
+"""Dynamic blocks: the user's facts valid now, and archived messages relevant to the input.
+
+Both render from a :class:`~convmem.longterm.blocks.Turn`, never from a
+user id of their own: a block shared by many memories shows each memory
+only its own user's facts and recalls (invariant 6).
+
+* :class:`FactsBlock` lists the facts valid at the turn's time, oldest first,
+  with the date each started to hold.
+* :class:`RecallBlock` searches a :class:`~convmem.longterm.recall.RecallIndex`
+  with the input and lists the top ``k`` hits in the order they were said,
+  leaving out the messages of this session's window (already in context) and
+  repeated texts.
+
+Example::
+
+    facts, recall = Facts(extractor=my_extractor), RecallIndex()
+    memory = Memory(
+        model="gpt-4o", user_id="alice", sinks=[facts, recall],
+        blocks=[FactsBlock(facts, priority=2), RecallBlock(recall, k=5, priority=3)],
+    )
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConvmemError
+from .blocks import Position, Turn, check_block
+
+if TYPE_CHECKING:
+    from .facts import Fact
+    from .recall import Mode, RecallHit, RecallIndex
+
+__all__ = ["FactsBlock", "RecallBlock"]
+
+
+def _fact_line(fact: Fact) -> str:
+    return f"- {fact.text} (since {fact.valid_from:%Y-%m-%d})"
+
+
+def _hit_line(hit: RecallHit) -> str:
+    doc = hit.doc
+    return f"[{doc.created_at:%Y-%m-%d %H:%M}] {doc.role}: {doc.text}"
+
+
+class FactsBlock:
+    """The facts about the turn's user that hold now.
+
+    Args:
+        facts: a :class:`~convmem.longterm.factbook.Facts` (sync).
+        name: the block's name.
+        priority: cut order (facts are usually kept longer than recalls).
+        limit: at most this many facts, the most recent ones.
+        max_tokens: the block's own cap.
+        position: ``"system"`` or ``"user"``.
+        line: how one fact is written.
+    """
+
+    def __init__(
+        self,
+        facts: Any,
+        *,
+        name: str = "facts",
+        priority: int = 2,
+        limit: int = 50,
+        max_tokens: int | None = None,
+        position: Position = "system",
+        line: Callable[[Fact], str] = _fact_line,
+    ) -> None:
+        check_block(name, priority, max_tokens, position)
+        self.facts, self.name, self.priority, self.limit = facts, name, priority, limit
+        self.max_tokens, self.position, self.line = max_tokens, position, line
+
+    def render(self, query: str | None) -> str:
+        return self.render_turn(Turn(query))
+
+    def render_turn(self, turn: Turn) -> str:
+        now = turn.now or datetime.now(timezone.utc)
+        valid = self.facts.facts(user_id=turn.user_id, valid_at=now)[-self.limit :]
+        return "\n".join(self.line(f) for f in valid)
+
+
+class RecallBlock:
+    """Archived messages of the turn's user relevant to the input, not already in the window.
+
+    Args:
+        index: the recall index the memory archives into (as a sink).
+        name: the block's name.
+        priority: cut order.
+        k: how many messages at most.
+        mode: ``lexical``, ``dense`` or ``hybrid`` (default: the index's).
+        sessions: ``"all"`` the user's sessions, or ``"current"`` only this one.
+        max_tokens: the block's own cap.
+        position: ``"system"`` or ``"user"``.
+        line: how one hit is written.
+        order: ``"time"`` (as said; easier to read) or ``"score"`` (best first).
+    """
+
+    def __init__(
+        self,
+        index: RecallIndex,
+        *,
+        name: str = "recall",
+        priority: int = 3,
+        k: int = 5,
+        mode: Mode | None = None,
+        sessions: str = "all",
+        max_tokens: int | None = None,
+        position: Position = "system",
+        line: Callable[[RecallHit], str] = _hit_line,
+        order: str = "time",
+    ) -> None:
+        check_block(name, priority, max_tokens, position)
+        if sessions not in ("all", "current"):
+            raise ConvmemError(f"sessions must be 'all' or 'current', got {sessions!r}")
+        self.index, self.name, self.priority, self.k, self.mode = index, name, priority, k, mode
+        self.sessions, self.max_tokens, self.position, self.line, self.order = (
+            sessions,
+            max_tokens,
+            position,
+            line,
+            order,
+        )
+        self.last_hits: list[RecallHit] = []  # what the latest render showed, for inspection
+
+    def render(self, query: str | None) -> str:
+        return self.render_turn(Turn(query))
+
+    def render_turn(self, turn: Turn) -> str:
+        if not turn.query or not turn.query.strip():
+            self.last_hits = []
+            return ""
+        window = (
+            (turn.session_id, turn.window_start)
+            if turn.session_id is not None and turn.window_start is not None
+            else None
+        )
+        hits = self.index.search(
+            turn.query,
+            user_id=turn.user_id,
+            k=self.k * 2,  # room for the repeated texts dropped below
+            mode=self.mode,
+            session_id=turn.session_id if self.sessions == "current" else None,
+            exclude_window=window,
+        )
+        seen: set[str] = {turn.query.strip()}
+        unique = []
+        for hit in hits:
+            if hit.doc.text.strip() not in seen:
+                seen.add(hit.doc.text.strip())
+                unique.append(hit)
+        chosen = unique[: self.k]
+        if self.order == "time":
+            chosen.sort(key=lambda h: (h.doc.created_at, h.doc.session_id, h.doc.seq))
+        self.last_hits = chosen
+        return "\n".join(self.line(h) for h in chosen)
