@@ -15,6 +15,8 @@ from convmem.errors import ConflictError, LLMError
 from convmem.longterm.factbook import AsyncFacts, Facts
 from convmem.longterm.facts import FactAdd, FactInvalidate, FactStore
 from convmem.longterm.factstore import MemoryFactStore
+from convmem.stores.files_longterm import FileFactStore
+from convmem.stores.sqlite_longterm import SQLiteFactStore
 
 from .fakes import AsyncRuleExtractor, FailingExtractor, HallucinatingExtractor, RuleExtractor
 
@@ -22,7 +24,11 @@ T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 DAY = timedelta(days=1)
 
 StoreFactory = Callable[[Path], FactStore]
-FACTORIES: dict[str, StoreFactory] = {"memory": lambda _: MemoryFactStore()}
+FACTORIES: dict[str, StoreFactory] = {
+    "memory": lambda _: MemoryFactStore(),
+    "sqlite": lambda tmp: SQLiteFactStore(tmp / "facts.db"),
+    "files": lambda tmp: FileFactStore(tmp / "store"),
+}
 
 
 class Clock:

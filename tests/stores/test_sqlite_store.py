@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from convmem.stores import AsyncSQLiteStore, SQLiteStore
+from convmem.stores._sql import MIGRATIONS
 from convmem.testing import AsyncStoreConformance, StoreConformance
 
 
@@ -28,5 +29,5 @@ def test_the_default_path_honours_convmem_db(tmp_path: Path, monkeypatch: pytest
     store.close()
     with sqlite3.connect(tmp_path / "sub" / "env.db") as db:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert [n for (n,) in db.execute("SELECT name FROM schema_migrations")] == ["0001_sessions_and_messages"]
+        assert [n for (n,) in db.execute("SELECT name FROM schema_migrations")] == [n for n, _ in MIGRATIONS]
     db.close()

@@ -59,6 +59,7 @@ from ._partition import Partition, RecallDoc, Where, top
 from .embedders import Embedder, embed_checked
 from .fusion import rrf, zscore
 from .lexical import tokenize
+from .recallstore import LexicalRecallStore, RecallStore
 
 __all__ = ["Keys", "Mode", "RecallDoc", "RecallHit", "RecallIndex", "Where"]
 
@@ -121,6 +122,9 @@ class RecallIndex:
         rrf_k: the RRF constant.
         weights: (lexical, dense) weights of the fusion; default (1, 1) for z-score, (1, 0.5) for RRF.
         roles: which roles are indexed (tool results are, system prompts are not).
+        store: persists documents and vectors (write-through; a user's partition loads on first use).
+        lexical: ``"store"`` searches with the store's own index (SQLite FTS5), ``"memory"``
+            with in-process BM25; ``"auto"`` picks the store's when it has one.
     """
 
     def __init__(
@@ -135,6 +139,8 @@ class RecallIndex:
         rrf_k: float = 10.0,
         weights: tuple[float, float] | None = None,
         roles: Collection[str] = RECALL_ROLES,
+        store: RecallStore | None = None,
+        lexical: Literal["auto", "memory", "store"] = "auto",
     ) -> None:
         if mode in ("dense", "hybrid") and embedder is None:
             raise ConfigurationError(f"recall mode {mode!r} needs an embedder")
@@ -153,6 +159,10 @@ class RecallIndex:
         self.roles = frozenset(roles)
         self.warnings: list[str] = []
         self._partitions: dict[str | None, Partition] = {}
+        self.store = store
+        if lexical == "store" and not isinstance(store, LexicalRecallStore):
+            raise ConfigurationError("lexical='store' needs a store with its own lexical index (SQLiteRecallStore)")
+        self._store_lexical = isinstance(store, LexicalRecallStore) and lexical != "memory"
         self._lock = threading.RLock()
 
     # -- indexing ----------------------------------------------------------------------------
@@ -162,16 +172,42 @@ class RecallIndex:
         Raises LLMError if embedding fails; the documents stay indexed lexically.
         """
         with self._lock:
+            fresh = [d for d in docs if d.message_id not in self._partition(d.user_id).numbers]
+            if fresh and self.store is not None:
+                self.store.save_docs(fresh)  # write through first: what is searchable is also stored
             added = 0
-            for doc in docs:
-                partition = self._partitions.setdefault(doc.user_id, Partition())
-                tokens = tokenize(doc.key)
-                if doc.context:
-                    tokens = tokens * 2 + tokenize(doc.context)  # the message's own words weigh double
-                added += partition.add(doc, tokens) is not None
+            for doc in fresh:
+                added += self._partition(doc.user_id).add(doc, self._tokens(doc)) is not None
             if added and self.embedder is not None and not self.defer:
                 self.flush()
             return added
+
+    def _tokens(self, doc: RecallDoc) -> list[str]:
+        if self._store_lexical:
+            return []  # the store keeps the lexical index
+        tokens = tokenize(doc.key)
+        if doc.context:
+            tokens = tokens * 2 + tokenize(doc.context)  # the message's own words weigh double
+        return tokens
+
+    def _partition(self, user_id: str | None) -> Partition:
+        """The user's partition, loaded from the store on first use."""
+        partition = self._partitions.get(user_id)
+        if partition is not None:
+            return partition
+        partition = self._partitions[user_id] = Partition()
+        if self.store is not None:
+            for doc in self.store.load_docs(user_id):
+                partition.add(doc, self._tokens(doc))
+                self._previous[(user_id, doc.session_id)] = doc.text
+            if self.embedder is not None:
+                ids, vectors = self.store.load_vectors(user_id, self.embedder.name)
+                keep = [(partition.numbers[m], i) for i, m in enumerate(ids) if m in partition.numbers]
+                if keep and vectors.shape[1] == self.embedder.dim:
+                    partition.set_vectors(
+                        self.embedder.name, [n for n, _ in keep], np.asarray(vectors)[[i for _, i in keep]]
+                    )
+        return partition
 
     def add_messages(self, messages: Sequence[StoredMessage], *, session_id: str, user_id: str | None) -> int:
         """Index stored messages of one session, oldest first (the roles in ``roles`` with text)."""
@@ -220,6 +256,9 @@ class RecallIndex:
                 for start in range(0, len(missing), self.batch_size):
                     numbers = missing[start : start + self.batch_size]
                     vectors = embed_checked(self.embedder, [partition.docs[i].key for i in numbers])
+                    if self.store is not None:
+                        ids = [partition.docs[i].message_id for i in numbers]
+                        self.store.save_vectors(self.embedder.name, ids, vectors)
                     partition.set_vectors(self.embedder.name, numbers, vectors)
                     done += len(numbers)
         return done
@@ -235,8 +274,8 @@ class RecallIndex:
         return sum(len(p) for p in self._partitions.values())
 
     def count(self, *, user_id: str | None) -> int:
-        partition = self._partitions.get(user_id)
-        return len(partition) if partition is not None else 0
+        with self._lock:
+            return len(self._partition(user_id))
 
     # -- search ------------------------------------------------------------------------------
     def search(
@@ -280,13 +319,13 @@ class RecallIndex:
             exclude_window[1] if exclude_window else None,
         )
         with self._lock:
-            partition = self._partitions.get(user_id)
-            if partition is None or not len(partition):
+            partition = self._partition(user_id)
+            if not len(partition):
                 return []
             if mode != "lexical":
                 self._retry_pending()
             keep = partition.mask(where)
-            lexical = partition.lexical_scores(tokenize(query), keep) if mode != "dense" else None
+            lexical = self._lexical(partition, query, user_id, keep, k) if mode != "dense" else None
             dense = None
             if mode != "lexical":
                 assert self.embedder is not None
@@ -300,6 +339,18 @@ class RecallIndex:
                     dense = partition.dense_scores(vector, keep)
             admitted = len(partition) if keep is None else int(np.count_nonzero(keep))
             return self._fuse(partition, lexical, dense, admitted, k)
+
+    def _lexical(self, partition: Partition, query: str, user_id: str | None, keep: Any, k: int) -> tuple[Any, Any]:
+        if not self._store_lexical:
+            return partition.lexical_scores(tokenize(query), keep)
+        assert isinstance(self.store, LexicalRecallStore)
+        # Filters apply after the store's search; ask for more when they may discard many.
+        limit = max(k * 4, 50) if keep is None else max(k * 4, 50, len(partition) // 4)
+        pairs = [
+            (partition.numbers.get(m), s) for m, s in self.store.lexical_search(query, user_id=user_id, limit=limit)
+        ]
+        known = [(n, s) for n, s in pairs if n is not None and (keep is None or keep[n])]
+        return np.asarray([n for n, _ in known], dtype=np.int64), np.asarray([s for _, s in known], dtype=np.float32)
 
     def _fuse(
         self,

@@ -65,6 +65,59 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             "CREATE INDEX messages_pinned ON messages (session_id, seq) WHERE role IN ('system', 'developer')",
         ),
     ),
+    (
+        "0002_long_term_memory",
+        (
+            # Facts are inserted and ended, never deleted; *_ts columns (epoch seconds) serve range queries.
+            """
+        CREATE TABLE facts (
+            id TEXT PRIMARY KEY,
+            user_key TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            valid_from_ts REAL NOT NULL,
+            valid_to_ts REAL
+        )
+        """,
+            "CREATE INDEX facts_by_user ON facts (user_key, valid_from_ts)",
+            # Working blocks, one row per (scope, name), with an optimistic version.
+            """
+        CREATE TABLE blocks (
+            scope_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            PRIMARY KEY (scope_key, name)
+        )
+        """,
+            # Recall: archived messages as indexed (key text, filters), an FTS5 index over them, and vectors.
+            """
+        CREATE TABLE recall_docs (
+            number INTEGER PRIMARY KEY,
+            message_id TEXT NOT NULL UNIQUE,
+            user_key TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            created_ts REAL NOT NULL,
+            text TEXT NOT NULL,
+            key TEXT NOT NULL,
+            context TEXT NOT NULL
+        )
+        """,
+            "CREATE INDEX recall_docs_by_user ON recall_docs (user_key, number)",
+            "CREATE VIRTUAL TABLE recall_fts USING fts5(body, context, content='', tokenize='porter unicode61')",
+            """
+        CREATE TABLE embeddings (
+            message_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (message_id, model)
+        )
+        """,
+        ),
+    ),
 ]
 
 CREATE_MIGRATIONS = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
@@ -122,3 +175,40 @@ TOKENS_OF = "SELECT seq, tokens FROM messages WHERE session_id = ? AND seq = ?"
 DELETE_MESSAGE = "DELETE FROM messages WHERE session_id = ? AND seq = ?"
 DELETE_AFTER = "DELETE FROM messages WHERE session_id = ? AND seq > ?"
 DELETE_ALL = "DELETE FROM messages WHERE session_id = ?"
+
+# -- long-term memory (0002) ---------------------------------------------------------------------
+# user_key / scope_key: JSON of the user id, so that None ("null") and "" stay distinct and indexable.
+INSERT_FACT = "INSERT INTO facts (id, user_key, payload, valid_from_ts, valid_to_ts) VALUES (?, ?, ?, ?, ?)"
+SELECT_FACT = "SELECT user_key, payload, valid_to_ts FROM facts WHERE id = ?"
+UPDATE_FACT = "UPDATE facts SET payload = ?, valid_to_ts = ? WHERE id = ? AND valid_to_ts IS NULL"
+LIST_FACTS = "SELECT payload FROM facts WHERE user_key = ?"
+LIST_OPEN_FACTS = "SELECT payload FROM facts WHERE user_key = ? AND valid_to_ts IS NULL"
+LIST_FACTS_AT = (
+    "SELECT payload FROM facts WHERE user_key = ? AND valid_from_ts <= ? AND (valid_to_ts IS NULL OR valid_to_ts > ?)"
+)
+
+SELECT_BLOCK = "SELECT payload, version FROM blocks WHERE scope_key = ? AND name = ?"
+INSERT_BLOCK = "INSERT INTO blocks (scope_key, name, payload, version) VALUES (?, ?, ?, ?)"
+UPDATE_BLOCK = "UPDATE blocks SET payload = ?, version = ? WHERE scope_key = ? AND name = ? AND version = ?"
+LIST_BLOCKS = "SELECT payload, version FROM blocks WHERE scope_key = ? ORDER BY name"
+
+INSERT_RECALL_DOC = (
+    "INSERT OR IGNORE INTO recall_docs (message_id, user_key, session_id, seq, role, created_at, created_ts, text, "
+    "key, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+RECALL_NUMBER = "SELECT number FROM recall_docs WHERE message_id = ?"
+INSERT_RECALL_FTS = "INSERT INTO recall_fts (rowid, body, context) VALUES (?, ?, ?)"
+LOAD_RECALL_DOCS = (
+    "SELECT message_id, session_id, seq, role, created_at, text, key, context FROM recall_docs "
+    "WHERE user_key = ? ORDER BY number"
+)
+LOAD_VECTORS = (
+    "SELECT d.message_id, e.dim, e.vector FROM recall_docs d JOIN embeddings e ON e.message_id = d.message_id "
+    "WHERE d.user_key = ? AND e.model = ?"
+)
+UPSERT_VECTOR = "INSERT OR REPLACE INTO embeddings (message_id, model, dim, vector) VALUES (?, ?, ?, ?)"
+# The message's own words weigh twice its context's (BM25F-style column weights), as in the in-process index.
+SEARCH_RECALL = (
+    "SELECT d.message_id, -bm25(recall_fts, 2.0, 1.0) AS score FROM recall_fts JOIN recall_docs d "
+    "ON d.number = recall_fts.rowid WHERE recall_fts MATCH ? AND d.user_key = ? ORDER BY score DESC, d.number LIMIT ?"
+)

@@ -1,0 +1,203 @@
+"""Long-term memory in the SQLite store: facts, working blocks, and recall with FTS5 + vectors.
+
+Each class shares the :class:`~convmem.stores.sqlite.SQLiteStore`'s
+connection (pass the store) or opens the database itself (pass a path); the
+tables come from migration ``0002_long_term_memory`` in
+:mod:`convmem.stores._sql`, so one file holds sessions and long-term memory.
+
+* :class:`SQLiteFactStore`: one row per fact, its JSON payload beside the
+  indexed validity interval. Ending a fact is ``UPDATE ... WHERE valid_to_ts
+  IS NULL``: a concurrent writer that ended it first makes the whole write
+  roll back with ConflictError.
+* :class:`SQLiteBlockStore`: ``UPDATE ... WHERE version = ?`` is the optimistic check.
+* :class:`SQLiteRecallStore`: documents, a contentless FTS5 index (porter
+  stemming, BM25 with the message's own words weighted twice its context's)
+  and float32 vector blobs. User text never reaches FTS5 syntax: it is cut
+  into words and each word is quoted (:func:`fts_query`).
+
+Example::
+
+    store = SQLiteStore("chat.db")
+    facts = Facts(SQLiteFactStore(store))
+    recall = RecallIndex(store=SQLiteRecallStore(store), embedder=SentenceTransformerEmbedder())
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ..errors import ConflictError
+from ..longterm._np import np
+from ..longterm._partition import RecallDoc
+from ..longterm.blockstore import BlockRecord, check_save
+from ..longterm.facts import Fact
+from ..longterm.factstore import select_facts
+from ..longterm.lexical import STOPWORDS
+from . import _sql as sql
+from ._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json, key
+from ._sqlite_db import Database
+from .codec import decode_datetime, encode_datetime
+from .sqlite import SQLiteStore
+
+__all__ = ["SQLiteBlockStore", "SQLiteFactStore", "SQLiteRecallStore", "fts_query"]
+
+_WORDS = re.compile(r"[^\W_]+", re.UNICODE)
+MAX_QUERY_TERMS = 64
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 query matching any word of ``text``: each word quoted, so no input is ever FTS syntax.
+
+    Stop words are dropped (they would match most rows); None if nothing is left.
+    """
+    words = [w for w in dict.fromkeys(_WORDS.findall(text.casefold())) if w not in STOPWORDS]
+    if not words:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:MAX_QUERY_TERMS])
+
+
+class _Shared:
+    def __init__(self, target: SQLiteStore | Database | str | os.PathLike[str] | None) -> None:
+        if isinstance(target, SQLiteStore):
+            self.db, self._owned = target.db, False
+        elif isinstance(target, Database):
+            self.db, self._owned = target, False
+        else:
+            self.db, self._owned = Database(target), True
+
+    def close(self) -> None:
+        if self._owned:
+            self.db.close()
+
+
+class SQLiteFactStore(_Shared):
+    """A :class:`~convmem.longterm.facts.FactStore` in a SQLite database."""
+
+    def write_facts(self, added: Sequence[Fact], changed: Sequence[Fact]) -> None:
+        with self.db.transaction(write=True) as conn:
+            for fact in changed:
+                row = conn.execute(sql.SELECT_FACT, (fact.id,)).fetchone()
+                if row is None or row[0] != key(fact.user_id):
+                    raise ConflictError(f"fact {fact.id!r} does not exist for user {fact.user_id!r}")
+                cursor = conn.execute(sql.UPDATE_FACT, (fact_to_json(fact), _ts(fact.valid_to), fact.id))
+                if cursor.rowcount != 1:
+                    raise ConflictError(f"fact {fact.id!r} was already ended; reload and retry")
+            for fact in added:
+                if conn.execute(sql.SELECT_FACT, (fact.id,)).fetchone() is not None:
+                    raise ConflictError(f"fact {fact.id!r} already exists")
+                conn.execute(
+                    sql.INSERT_FACT,
+                    (fact.id, key(fact.user_id), fact_to_json(fact), fact.valid_from.timestamp(), _ts(fact.valid_to)),
+                )
+
+    def list_facts(
+        self, *, user_id: str | None, valid_at: datetime | None = None, open_only: bool = False
+    ) -> list[Fact]:
+        with self.db.transaction(write=False) as conn:
+            if valid_at is not None:
+                ts = valid_at.timestamp()
+                rows = conn.execute(sql.LIST_FACTS_AT, (key(user_id), ts, ts)).fetchall()
+            else:
+                rows = conn.execute(sql.LIST_OPEN_FACTS if open_only else sql.LIST_FACTS, (key(user_id),)).fetchall()
+        # The float columns narrow the rows; the exact datetimes decide (and order) them.
+        return select_facts([fact_from_json(r[0]) for r in rows], valid_at=valid_at, open_only=open_only)
+
+
+class SQLiteBlockStore(_Shared):
+    """A :class:`~convmem.longterm.blockstore.BlockStore` in a SQLite database."""
+
+    def load_block(self, scope: str | None, name: str) -> BlockRecord | None:
+        with self.db.transaction(write=False) as conn:
+            row = conn.execute(sql.SELECT_BLOCK, (key(scope), name)).fetchone()
+        return block_from_json(row[0]) if row is not None else None
+
+    def save_block(self, record: BlockRecord, *, expected_version: int) -> BlockRecord:
+        with self.db.transaction(write=True) as conn:
+            row = conn.execute(sql.SELECT_BLOCK, (key(record.scope), record.name)).fetchone()
+            saved = check_save(block_from_json(row[0]) if row is not None else None, record, expected_version)
+            if row is None:
+                conn.execute(sql.INSERT_BLOCK, (key(saved.scope), saved.name, block_to_json(saved), saved.version))
+            else:
+                conn.execute(
+                    sql.UPDATE_BLOCK,
+                    (block_to_json(saved), saved.version, key(saved.scope), saved.name, expected_version),
+                )
+        return saved
+
+    def list_blocks(self, scope: str | None) -> list[BlockRecord]:
+        with self.db.transaction(write=False) as conn:
+            rows = conn.execute(sql.LIST_BLOCKS, (key(scope),)).fetchall()
+        return [block_from_json(r[0]) for r in rows]
+
+
+class SQLiteRecallStore(_Shared):
+    """A :class:`~convmem.longterm.recallstore.LexicalRecallStore`: documents, FTS5 and vectors in SQLite.
+
+    FTS5's BM25 statistics span every user's documents; results are filtered
+    to the asking user, so what crosses users is at most a term frequency,
+    never a document.
+    """
+
+    def save_docs(self, docs: Sequence[RecallDoc]) -> None:
+        if not docs:
+            return
+        with self.db.transaction(write=True) as conn:
+            for doc in docs:
+                cursor = conn.execute(
+                    sql.INSERT_RECALL_DOC,
+                    (
+                        doc.message_id,
+                        key(doc.user_id),
+                        doc.session_id,
+                        doc.seq,
+                        doc.role,
+                        encode_datetime(doc.created_at),
+                        doc.created_at.timestamp(),
+                        doc.text,
+                        doc.key,
+                        doc.context,
+                    ),
+                )
+                if cursor.rowcount == 1:
+                    conn.execute(sql.INSERT_RECALL_FTS, (cursor.lastrowid, doc.key, doc.context))
+
+    def load_docs(self, user_id: str | None) -> list[RecallDoc]:
+        with self.db.transaction(write=False) as conn:
+            rows = conn.execute(sql.LOAD_RECALL_DOCS, (key(user_id),)).fetchall()
+        return [
+            RecallDoc(mid, session, user_id, seq, role, text, decode_datetime(created), doc_key, context)
+            for mid, session, seq, role, created, text, doc_key, context in rows
+        ]
+
+    def save_vectors(self, model: str, message_ids: Sequence[str], vectors: Any) -> None:
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        with self.db.transaction(write=True) as conn:
+            conn.executemany(
+                sql.UPSERT_VECTOR,
+                [(mid, model, matrix.shape[1], matrix[i].tobytes()) for i, mid in enumerate(message_ids)],
+            )
+
+    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[str], Any]:
+        with self.db.transaction(write=False) as conn:
+            rows = conn.execute(sql.LOAD_VECTORS, (key(user_id), model)).fetchall()
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        dim = rows[0][1]
+        matrix = np.frombuffer(b"".join(r[2] for r in rows if r[1] == dim), dtype=np.float32).reshape(-1, dim)
+        return [r[0] for r in rows if r[1] == dim], matrix
+
+    def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[str, float]]:
+        match = fts_query(query)
+        if match is None or limit <= 0:
+            return []
+        with self.db.transaction(write=False) as conn:
+            rows = conn.execute(sql.SEARCH_RECALL, (match, key(user_id), limit)).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
+
+
+def _ts(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
