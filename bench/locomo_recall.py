@@ -28,6 +28,7 @@ import random
 import re
 import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
@@ -40,6 +41,7 @@ from convmem import Memory, Message
 from convmem.longterm._partition import RecallDoc
 from convmem.longterm.embedders import Embedder, HashingEmbedder
 from convmem.longterm.recall import Keys, Mode, RecallIndex
+from convmem.stores.sqlite_longterm import SQLiteRecallStore
 
 LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 KS = (1, 5, 10, 25)
@@ -204,6 +206,14 @@ def latency(n: int = 100_000, queries: int = 200) -> None:
             questions[q % len(questions)], user_id="u", k=10, session_id="s7", roles=("user",), since=start
         )
     )
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteRecallStore(Path(tmp) / "latency.db")
+        fts = RecallIndex(store=store)
+        began = time.perf_counter()
+        fts.add(docs)
+        fts_build = time.perf_counter() - began
+        fts_lat = timed(lambda q: fts.search(questions[q % len(questions)], user_id="u", k=10))
+        store.close()
     partition = recall._partitions["u"]
     vectors = np.random.default_rng(7).standard_normal((n, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -216,6 +226,10 @@ def latency(n: int = 100_000, queries: int = 200) -> None:
     print(f"| lexical BM25, {n:,} messages | {lex[0]:.2f} ms | {lex[1]:.2f} ms |")
     print(
         f"| lexical BM25, {n:,} messages, with session + role + time filters | {lex_f[0]:.2f} ms | {lex_f[1]:.2f} ms |"
+    )
+    print(
+        f"| lexical SQLite FTS5 BM25, {n:,} messages (built in {fts_build:.1f} s) "
+        f"| {fts_lat[0]:.2f} ms | {fts_lat[1]:.2f} ms |"
     )
     print(f"| dense exact (numpy), {n:,} x 384 float32 | {dense[0]:.2f} ms | {dense[1]:.2f} ms |")
 
@@ -238,7 +252,12 @@ def main() -> None:
     recall = RecallIndex(embedder=embedder, keys=keys, batch_size=128)
     data = json.loads(LOCOMO.read_text())
     dia, archive_s = archive(data, recall)
-    results = {"lexical": evaluate(data, recall, dia, "lexical")}
+    results = {"lexical (in-process BM25)": evaluate(data, recall, dia, "lexical")}
+    with tempfile.TemporaryDirectory() as tmp:  # the same archive through the SQLite store's FTS5 index
+        fts = RecallIndex(keys=keys, store=SQLiteRecallStore(Path(tmp) / "recall.db"))
+        fts_dia, _ = archive(data, fts)
+        results["lexical (SQLite FTS5 BM25)"] = evaluate(data, fts, fts_dia, "lexical")
+        fts.store.close()  # type: ignore[union-attr]
     if embedder is not None:
         results["dense"] = evaluate(data, recall, dia, "dense")
         for label, fusion, k, weights in (

@@ -174,6 +174,8 @@ class Partition:
         if self.vectors is None:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         n = len(self.docs)
+        if keep is None and self.vector_count == n:  # the common case: no filter, nothing pending
+            return np.arange(n), self.vectors[:n] @ query
         admitted = self._has_vector[:n].copy()
         if keep is not None:
             admitted &= keep

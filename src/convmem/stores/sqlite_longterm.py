@@ -137,9 +137,10 @@ class SQLiteBlockStore(_Shared):
 class SQLiteRecallStore(_Shared):
     """A :class:`~convmem.longterm.recallstore.LexicalRecallStore`: documents, FTS5 and vectors in SQLite.
 
-    FTS5's BM25 statistics span every user's documents; results are filtered
-    to the asking user, so what crosses users is at most a term frequency,
-    never a document.
+    A search matches the user's owner token and the query's words, so FTS5
+    ranks the user's rows only; its BM25 statistics (document frequencies)
+    still span every user's rows, so what crosses users is at most a term
+    frequency, never a document.
     """
 
     def save_docs(self, docs: Sequence[RecallDoc]) -> None:
@@ -163,7 +164,7 @@ class SQLiteRecallStore(_Shared):
                     ),
                 )
                 if cursor.rowcount == 1:
-                    conn.execute(sql.INSERT_RECALL_FTS, (cursor.lastrowid, doc.key, doc.context))
+                    conn.execute(sql.INSERT_RECALL_FTS, (cursor.lastrowid, doc.key, doc.context, _owner(doc.user_id)))
 
     def load_docs(self, user_id: str | None) -> list[RecallDoc]:
         with self.db.transaction(write=False) as conn:
@@ -194,9 +195,15 @@ class SQLiteRecallStore(_Shared):
         match = fts_query(query)
         if match is None or limit <= 0:
             return []
+        scoped = f'owner:"{_owner(user_id)}" AND ({match})'
         with self.db.transaction(write=False) as conn:
-            rows = conn.execute(sql.SEARCH_RECALL, (match, key(user_id), limit)).fetchall()
+            rows = conn.execute(sql.SEARCH_RECALL, (scoped, limit)).fetchall()
         return [(r[0], float(r[1])) for r in rows]
+
+
+def _owner(user_id: str | None) -> str:
+    """The user's token in the FTS owner column; migration 0003 computes the same in SQL."""
+    return "u" + key(user_id).encode().hex()
 
 
 def _ts(value: datetime | None) -> float | None:
