@@ -111,6 +111,6 @@ def test_open_store_understands_the_specs(tmp_path: Path, monkeypatch: pytest.Mo
     assert isinstance(opened[5], MemoryStore)
     for store in opened:
         store.close()
-    for bad in ("postgres://x", "sqlite://relative.db", "notes.txt"):
+    for bad in ("mysql://x", "sqlite://relative.db", "notes.txt"):
         with pytest.raises(ConfigurationError):
             open_store(bad)

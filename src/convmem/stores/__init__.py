@@ -7,10 +7,14 @@ backend passes is :mod:`convmem.testing`. Built-in backends:
 ``MemoryStore``     in this process; the reference, and ``Memory()``'s default
 ``SQLiteStore``     one SQLite file (WAL); the default persistent store
 ``FileStore``       a directory of append-only JSONL files, one per session
+``PostgresStore``   a PostgreSQL schema, for many processes (extra ``postgres``)
+``RedisStore``      a Redis database, for many processes (extra ``redis``)
 ==================  ===============================================================
 
 Each has an ``Async`` twin. Backends are imported on first use, so
-``import convmem.stores`` stays cheap.
+``import convmem.stores`` stays cheap; a server backend whose extra is not
+installed raises :class:`~convmem.errors.ConfigurationError` with the
+``pip install`` command.
 
 Example::
 
@@ -19,6 +23,8 @@ Example::
     store = open_store("sqlite")                   # $CONVMEM_DB or the user data dir
     store = open_store("sqlite:///tmp/chat.db")    # or "/tmp/chat.db"
     store = open_store("files:///var/lib/chats")
+    store = open_store("postgresql://app@db/chat")  # or postgres://
+    store = open_store("redis://cache:6379/0")      # or rediss://
 """
 
 from __future__ import annotations
@@ -45,17 +51,23 @@ from .base import (
 if TYPE_CHECKING:
     from .files import AsyncFileStore, FileStore
     from .memory import AsyncMemoryStore, MemoryStore
+    from .postgres import AsyncPostgresStore, PostgresStore
+    from .redis import AsyncRedisStore, RedisStore
     from .sqlite import AsyncSQLiteStore, SQLiteStore
 
 __all__ = [
     "AsyncFileStore",
     "AsyncMemoryStore",
+    "AsyncPostgresStore",
+    "AsyncRedisStore",
     "AsyncSQLiteStore",
     "AsyncSessionStore",
     "AsyncStore",
     "FileStore",
     "LoadedSession",
     "MemoryStore",
+    "PostgresStore",
+    "RedisStore",
     "SQLiteStore",
     "SearchableStore",
     "SessionInfo",
@@ -75,6 +87,10 @@ _LAZY = {
     "MemoryStore": "memory",
     "AsyncSQLiteStore": "sqlite",
     "SQLiteStore": "sqlite",
+    "AsyncPostgresStore": "postgres",
+    "PostgresStore": "postgres",
+    "AsyncRedisStore": "redis",
+    "RedisStore": "redis",
 }
 
 
@@ -93,10 +109,13 @@ def open_store(spec: str | None = None) -> SessionStore:
     Args:
         spec: ``"memory"``; ``"sqlite"`` (the default path, also for ``None``);
             ``"sqlite:///abs/path.db"`` or any path ending in ``.db``,
-            ``.sqlite`` or ``.sqlite3``; ``"files:///abs/dir"``.
+            ``.sqlite`` or ``.sqlite3``; ``"files:///abs/dir"``; a PostgreSQL URL
+            (``postgresql://`` or ``postgres://``); a Redis URL (``redis://``,
+            ``rediss://`` or ``unix://``).
 
     Raises:
-        ConfigurationError: the spec names no known backend.
+        ConfigurationError: the spec names no known backend, or the backend's extra is not installed.
+        StoreError: a server backend cannot connect.
     """
     from .files import FileStore
     from .memory import MemoryStore
@@ -110,10 +129,17 @@ def open_store(spec: str | None = None) -> SessionStore:
         return SQLiteStore(_url_path(spec, "sqlite://"))
     if spec.startswith("files://"):
         return FileStore(_url_path(spec, "files://"))
+    if spec.startswith(("postgresql://", "postgres://")):
+        store: SessionStore = __getattr__("PostgresStore")(spec)
+        return store
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        store = __getattr__("RedisStore")(spec)
+        return store
     if Path(spec).suffix in (".db", ".sqlite", ".sqlite3"):
         return SQLiteStore(Path(spec).expanduser())
     raise ConfigurationError(
-        f"unknown store {spec!r}; use 'memory', 'sqlite', 'sqlite:///path.db', a path ending in .db, or 'files:///dir'"
+        f"unknown store {spec!r}; use 'memory', 'sqlite', 'sqlite:///path.db', a path ending in .db, 'files:///dir', "
+        "'postgresql://...' or 'redis://...'"
     )
 
 

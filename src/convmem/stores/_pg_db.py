@@ -1,0 +1,332 @@
+"""Connections for the PostgreSQL stores: settings, migrations, the two drivers, and error conversion.
+
+This is the only place where psycopg exceptions enter convmem: :func:`convert`
+turns every one of them into a :class:`~convmem.errors.StoreError` that names
+the server as ``host:port/dbname`` and never the password (it is scrubbed
+from any driver text, too).
+
+Both drivers run the flows of :mod:`convmem.stores._pg_ops` the same way:
+
+* a connection comes from a psycopg pool whose ``check`` drops a connection
+  the server has closed while it sat idle (a readable socket on an idle
+  connection means an error or EOF is waiting), at the cost of one ``poll``
+  instead of a round trip;
+* when the connection is lost midway (``pg_terminate_backend``, a restart),
+  an operation is started again, up to three times, if that is safe: reads
+  and idempotent writes always (see :mod:`._pg_ops`), other transactions when
+  the failure came before ``COMMIT``; deadlocks and serialization failures
+  (rolled back by the server) are retried too. Otherwise the StoreError says
+  the outcome is unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import select
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+
+from ..errors import ConfigurationError, StoreError
+from . import _pg_sql as sql
+from ._pg_ops import Flow, Op, Query, Rows, UniqueViolation
+
+__all__ = ["AsyncDriver", "Settings", "SyncDriver", "convert"]
+
+T = TypeVar("T")
+ENV = "CONVMEM_POSTGRES_URL"
+RETRIES = 3
+SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where and how to connect; ``where`` names the server for error messages."""
+
+    url: str
+    schema: str
+    where: str
+    password: str | None
+    min_size: int
+    max_size: int
+    timeout: float
+
+    @classmethod
+    def of(cls, url: str | None, schema: str, min_size: int, max_size: int, timeout: float) -> Settings:
+        url = url or os.environ.get(ENV)
+        if not url:
+            raise ConfigurationError(f"PostgresStore needs a URL: pass one or set {ENV} (postgresql://host/db)")
+        if not _SCHEMA.fullmatch(schema):
+            raise ConfigurationError(f"schema {schema!r} must be a lowercase identifier ([a-z_][a-z0-9_]*)")
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise StoreError(f"invalid PostgreSQL URL: {_scrub(str(exc), _password_in(url))}") from None
+        where = f"PostgreSQL {params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+        where += f"/{params.get('dbname') or params.get('user') or '?'}"
+        return cls(url, schema, where, _as_str(params.get("password")), min_size, max_size, timeout)
+
+    def kwargs(self) -> dict[str, Any]:
+        options = str(conninfo_to_dict(self.url).get("options") or "")
+        return {
+            "autocommit": True,
+            "connect_timeout": max(1, round(self.timeout)),
+            "application_name": "convmem",
+            "options": f"{options} -c search_path={self.schema}".strip(),
+        }
+
+
+def _as_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _password_in(url: str) -> str | None:
+    found = re.search(r"://[^:/@]*:([^@/]*)@", url) or re.search(r"password=([^&\s]+)", url)
+    return found.group(1) if found else None
+
+
+def _scrub(text: str, password: str | None) -> str:
+    return text.replace(password, "***") if password else text
+
+
+def convert(exc: BaseException, settings: Settings, what: str, *, unknown: bool = False) -> StoreError:
+    """The StoreError for a driver (or pool) exception met while doing ``what``."""
+    if isinstance(exc, PoolTimeout):
+        text = f"no connection within {settings.timeout:g}s (server down or pool exhausted)"
+    elif isinstance(exc, UniqueViolation):
+        text = f"already exists ({exc})"
+    else:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+    if unknown:
+        text += "; the connection was lost while committing, so whether it was applied is unknown"
+    return StoreError(_scrub(f"{settings.where}: {what}: {text}", settings.password))
+
+
+def _lost(exc: BaseException) -> bool:
+    """The connection (not the statement) failed: a fresh connection may succeed."""
+    return isinstance(exc, PoolTimeout | psycopg.OperationalError | psycopg.InterfaceError) and not isinstance(
+        exc, pg_errors.QueryCanceled
+    )
+
+
+def _retry(op: Op[Any], exc: BaseException, committing: bool) -> bool:
+    if isinstance(exc, _RETRYABLE):
+        return True  # the server rolled the transaction back
+    return _lost(exc) and (op.retry or (op.mode != "statement" and not committing))
+
+
+def _closed_by_server(fileno: int) -> bool:
+    # An idle connection has nothing to read; something there is the server's goodbye (or EOF).
+    try:
+        return bool(select.select([fileno], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def _step(gen: Flow[Any], rows: Rows | None, error: BaseException | None) -> Query | _Done:
+    """Advance a flow by one query; a finished flow's value comes back wrapped in :class:`_Done`."""
+    try:
+        if error is not None:
+            return gen.throw(error)
+        return next(gen) if rows is None else gen.send(rows)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    value: Any
+
+
+def migrate(schema: str) -> Generator[Query, Rows, None]:
+    """Bring the schema up to date under an advisory lock; refuse a foreign or newer schema untouched."""
+    tables = {t for (t,) in (yield Query(sql.SCHEMA_TABLES, (schema,)))}
+    applied = [n for (n,) in (yield Query(sql.APPLIED))] if "schema_migrations" in tables else []
+    if tables and not applied:
+        raise StoreError(
+            f"schema {schema!r} holds tables of another program (no convmem migrations recorded); "
+            "convmem left it untouched"
+        )
+    _check_applied(schema, applied)
+    if len(applied) == len(sql.MIGRATIONS):
+        return
+    yield Query(sql.ADVISORY_LOCK, (schema,))  # held until commit: one process migrates, the others wait
+    yield Query(sql.CREATE_SCHEMA.format(schema=schema))
+    yield Query(sql.CREATE_MIGRATIONS)
+    applied = [n for (n,) in (yield Query(sql.APPLIED))]  # another process may have migrated meanwhile
+    _check_applied(schema, applied)
+    for name, statements in sql.MIGRATIONS[len(applied) :]:
+        for statement in statements:
+            yield Query(statement)
+        yield Query(sql.RECORD_MIGRATION, (name,))
+
+
+def _check_applied(schema: str, applied: list[str]) -> None:
+    known = [name for name, _ in sql.MIGRATIONS]
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        raise StoreError(
+            f"schema {schema!r} was written by a newer convmem (unknown migrations: {', '.join(unknown)}); "
+            "upgrade convmem to open it"
+        )
+    if applied != known[: len(applied)]:
+        raise StoreError(f"schema {schema!r} records migrations out of order: {', '.join(applied)}")
+
+
+# -- sync -----------------------------------------------------------------------------------------
+def _run_sync(conn: psycopg.Connection[Any], flow: Flow[T]) -> T:
+    rows: Rows | None = None
+    error: BaseException | None = None
+    while True:
+        step = _step(flow, rows, error)
+        if isinstance(step, _Done):
+            return cast(T, step.value)
+        rows, error = None, None
+        try:
+            cursor = conn.execute(step.sql.encode(), step.params)
+            rows = cursor.fetchall() if cursor.description is not None else []
+        except pg_errors.UniqueViolation as exc:
+            error = UniqueViolation(exc.diag.message_detail or str(exc))
+
+
+def _check_sync(conn: psycopg.Connection[Any]) -> None:
+    if conn.closed or _closed_by_server(conn.fileno()):
+        raise psycopg.OperationalError("the server closed the connection")
+
+
+class SyncDriver:
+    """Runs operations on a ``psycopg_pool.ConnectionPool``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._call(self._migrate, "open the store")
+        self.pool = ConnectionPool(
+            settings.url,
+            kwargs=settings.kwargs(),
+            min_size=settings.min_size,
+            max_size=settings.max_size,
+            open=False,
+            check=_check_sync,
+            timeout=settings.timeout,
+            name="convmem",
+        )
+        self.pool.open(wait=False)
+
+    def _migrate(self) -> None:
+        with psycopg.connect(self.settings.url, **self.settings.kwargs()) as conn, conn.transaction():
+            _run_sync(conn, migrate(self.settings.schema))
+
+    def _call(self, fn: Callable[[], T], what: str) -> T:
+        try:
+            return fn()
+        except (psycopg.Error, PoolTimeout, UniqueViolation) as exc:
+            raise convert(exc, self.settings, what) from None
+
+    def run(self, op: Op[T]) -> T:
+        for attempt in range(RETRIES + 1):
+            committing = False
+            try:
+                with self.pool.connection() as conn:
+                    if op.mode == "statement":
+                        return _run_sync(conn, op.start(attempt > 0))
+                    with conn.transaction():
+                        if op.mode == "snapshot":
+                            conn.execute(SNAPSHOT)
+                        result = _run_sync(conn, op.start(attempt > 0))
+                        committing = True
+                    return result
+            except (psycopg.Error, PoolTimeout, UniqueViolation) as exc:
+                if attempt == RETRIES or not _retry(op, exc, committing):
+                    raise convert(exc, self.settings, op.what, unknown=committing and _lost(exc)) from None
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+# -- async ----------------------------------------------------------------------------------------
+async def _run_async(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
+    rows: Rows | None = None
+    error: BaseException | None = None
+    while True:
+        step = _step(flow, rows, error)
+        if isinstance(step, _Done):
+            return cast(T, step.value)
+        rows, error = None, None
+        try:
+            cursor = await conn.execute(step.sql.encode(), step.params)
+            rows = await cursor.fetchall() if cursor.description is not None else []
+        except pg_errors.UniqueViolation as exc:
+            error = UniqueViolation(exc.diag.message_detail or str(exc))
+
+
+async def _check_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    if conn.closed or _closed_by_server(conn.fileno()):
+        raise psycopg.OperationalError("the server closed the connection")
+
+
+class AsyncDriver:
+    """Runs operations on a ``psycopg_pool.AsyncConnectionPool``, opened on first use (inside the loop)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.pool: AsyncConnectionPool | None = None
+        self._opening = asyncio.Lock()
+
+    async def _open(self) -> AsyncConnectionPool:
+        async with self._opening:
+            if self.pool is None:
+                try:
+                    conn = await psycopg.AsyncConnection.connect(self.settings.url, **self.settings.kwargs())
+                    async with conn, conn.transaction():
+                        await _run_async(conn, migrate(self.settings.schema))
+                except (psycopg.Error, UniqueViolation) as exc:
+                    raise convert(exc, self.settings, "open the store") from None
+                pool = AsyncConnectionPool(
+                    self.settings.url,
+                    kwargs=self.settings.kwargs(),
+                    min_size=self.settings.min_size,
+                    max_size=self.settings.max_size,
+                    open=False,
+                    check=_check_async,
+                    timeout=self.settings.timeout,
+                    name="convmem",
+                )
+                await pool.open(wait=False)
+                self.pool = pool
+            return self.pool
+
+    async def run(self, op: Op[T]) -> T:
+        pool = self.pool or await self._open()
+        for attempt in range(RETRIES + 1):
+            committing = False
+            try:
+                async with pool.connection() as conn:
+                    if op.mode == "statement":
+                        return await _run_async(conn, op.start(attempt > 0))
+                    async with conn.transaction():
+                        if op.mode == "snapshot":
+                            await conn.execute(SNAPSHOT)
+                        result = await _run_async(conn, op.start(attempt > 0))
+                        committing = True
+                    return result
+            except (psycopg.Error, PoolTimeout, UniqueViolation) as exc:
+                if attempt == RETRIES or not _retry(op, exc, committing):
+                    raise convert(exc, self.settings, op.what, unknown=committing and _lost(exc)) from None
+                await asyncio.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()

@@ -1,0 +1,199 @@
+"""The SQL text of the PostgreSQL stores, and the append-only list of migrations.
+
+:class:`~convmem.stores.postgres.PostgresStore` and its async twin run exactly
+these statements (they share the operations in :mod:`convmem.stores._pg_ops`).
+The schema follows the SQLite one (:mod:`convmem.stores._sql`), with these
+PostgreSQL-specific choices:
+
+* Every table lives in one schema (``convmem`` by default), selected through
+  the connection's ``search_path``, so the statements below carry no schema
+  name and one database can hold several independent stores.
+* ``sessions.next_seq`` is the per-session counter row: an append bumps it
+  with ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` in the same statement
+  that inserts the messages, so seqs are gap-free under any concurrency and a
+  failed append leaves no hole.
+* JSON (message payload, metadata, state) is stored as ``text``, not
+  ``jsonb``: the codec's bytes come back unchanged (``jsonb`` reorders keys,
+  and exports must be byte for byte).
+* ``user_key`` (generated from ``user_id``, ``''`` for no user) makes the
+  user scope an equality, so the per-user indexes serve ``user_id IS NULL`` too.
+* ``messages.tsv`` is a stored ``tsvector`` over the message text with a GIN
+  index (lexical recall); ``embeddings`` holds float32 vectors as ``bytea``.
+
+Migrations are ``(name, statements)`` pairs, applied in order under
+``pg_advisory_xact_lock``; never edit or reorder an entry, append a new one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "0001_sessions_and_messages",
+        (
+            """
+        CREATE TABLE sessions (
+            id text PRIMARY KEY,
+            user_id text,
+            user_key text GENERATED ALWAYS AS (coalesce('u' || user_id, '')) STORED,
+            title text,
+            model text,
+            metadata text NOT NULL DEFAULT '{}',
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            parent_id text REFERENCES sessions (id),
+            fork_seq bigint,
+            base_count bigint NOT NULL DEFAULT 0,
+            base_tokens bigint NOT NULL DEFAULT 0,
+            message_count bigint NOT NULL DEFAULT 0,
+            tokens bigint NOT NULL DEFAULT 0,
+            next_seq bigint NOT NULL DEFAULT 0,
+            state text NOT NULL DEFAULT '{}',
+            version bigint NOT NULL DEFAULT 0,
+            deleted boolean NOT NULL DEFAULT false
+        )
+        """,
+            "CREATE INDEX sessions_by_user ON sessions (user_key, updated_at DESC, id DESC)",
+            "CREATE INDEX sessions_by_prefix ON sessions (user_key, id text_pattern_ops)",
+            "CREATE INDEX sessions_by_parent ON sessions (parent_id) WHERE parent_id IS NOT NULL",
+            """
+        CREATE TABLE messages (
+            session_id text NOT NULL REFERENCES sessions (id),
+            seq bigint NOT NULL,
+            id text NOT NULL UNIQUE,
+            role text NOT NULL,
+            payload text NOT NULL,
+            tokens bigint NOT NULL,
+            created_at timestamptz,
+            search text NOT NULL DEFAULT '',
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', search)) STORED,
+            PRIMARY KEY (session_id, seq)
+        )
+        """,
+            # Pinned messages can sit anywhere in the archive; this index finds them without reading it.
+            "CREATE INDEX messages_pinned ON messages (session_id, seq) WHERE role IN ('system', 'developer')",
+            "CREATE INDEX messages_tsv ON messages USING gin (tsv)",
+        ),
+    ),
+]
+
+ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('convmem.migrate:' || %s))"
+SCHEMA_TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
+APPLIED = "SELECT name FROM schema_migrations ORDER BY applied_order"
+CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
+CREATE_MIGRATIONS = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    "name text PRIMARY KEY, applied_order serial, applied_at timestamptz NOT NULL DEFAULT now())"
+)
+RECORD_MIGRATION = "INSERT INTO schema_migrations (name) VALUES (%s)"
+
+SESSION_COLUMNS = (
+    "id, user_id, title, model, metadata, created_at, updated_at, parent_id, fork_seq, base_count, base_tokens, "
+    "message_count, tokens, next_seq, state, version, deleted"
+)
+SELECT_SESSION = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s"
+SELECT_SESSION_LOCKED = f"{SELECT_SESSION} FOR UPDATE"
+SELECT_OWN = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s AND user_key = %s AND NOT deleted"
+SELECT_OWN_LOCKED = f"{SELECT_OWN} FOR UPDATE"
+SELECT_BY_PREFIX = "SELECT id FROM sessions WHERE user_key = %s AND NOT deleted AND id LIKE %s ESCAPE '\\' LIMIT 50"
+LIST_SESSIONS = (
+    f"SELECT {SESSION_COLUMNS} FROM sessions WHERE user_key = %s AND NOT deleted "
+    "ORDER BY updated_at DESC, id DESC LIMIT %s"
+)
+EXPIRED = "SELECT id FROM sessions WHERE user_key = %s AND NOT deleted AND updated_at < %s ORDER BY id FOR UPDATE"
+# The session and its ancestors, nearest first: (id, fork_seq, parent_id).
+CHAIN = """
+    WITH RECURSIVE chain AS (
+        SELECT id, fork_seq, parent_id, 0 AS depth FROM sessions WHERE id = %s
+        UNION ALL
+        SELECT s.id, s.fork_seq, s.parent_id, c.depth + 1 FROM sessions s JOIN chain c ON s.id = c.parent_id
+    )
+    SELECT id, fork_seq, parent_id FROM chain ORDER BY depth
+"""
+INSERT_SESSION = (
+    "INSERT INTO sessions (id, user_id, title, model, metadata, created_at, updated_at, parent_id, fork_seq, "
+    "base_count, base_tokens, message_count, tokens, next_seq, state, version) VALUES (%(id)s, %(user_id)s, "
+    "%(title)s, %(model)s, %(metadata)s, %(created_at)s, %(updated_at)s, %(parent_id)s, %(fork_seq)s, "
+    "%(base_count)s, %(base_tokens)s, %(message_count)s, %(tokens)s, %(next_seq)s, %(state)s, %(version)s)"
+)
+UPDATE_SESSION = (
+    f"UPDATE sessions SET title = coalesce(%s, title), metadata = coalesce(%s, metadata), updated_at = %s "
+    f"WHERE id = %s RETURNING {SESSION_COLUMNS}"
+)
+AFTER_DELETE = (
+    "UPDATE sessions SET message_count = message_count - %s, tokens = tokens - %s, updated_at = %s WHERE id = %s"
+)
+# An exact-id save: one statement when it wins; no row back means a prefix, another user, or a lost race.
+SAVE_STATE = (
+    "UPDATE sessions SET state = %s, version = version + 1, updated_at = %s "
+    "WHERE id = %s AND user_key = %s AND NOT deleted AND version = %s RETURNING version"
+)
+TOMBSTONE = "UPDATE sessions SET deleted = true WHERE id = %s"
+DELETE_SESSION = "DELETE FROM sessions WHERE id = %s"
+CHILDREN = "SELECT id, fork_seq FROM sessions WHERE parent_id = %s"
+
+# One statement per append: bump the counter row (creating the session on its first message) and insert
+# the batch at the seqs it reserved. The row lock taken by ON CONFLICT DO UPDATE orders concurrent appends
+# to one session; if the insert fails (a duplicate id), the bump rolls back with it, so no seq is skipped.
+# No row back means the session belongs to another user or is deleted.
+APPEND = """
+    WITH s AS (
+        INSERT INTO sessions AS s (id, user_id, model, created_at, updated_at, next_seq, message_count, tokens, state)
+        VALUES (%(session)s, %(user)s, %(model)s, %(now)s, %(now)s, %(n)s, %(n)s, %(tokens)s, %(state)s)
+        ON CONFLICT (id) DO UPDATE SET
+            next_seq = s.next_seq + excluded.next_seq,
+            message_count = s.message_count + excluded.message_count,
+            tokens = s.tokens + excluded.tokens,
+            updated_at = excluded.updated_at
+        WHERE s.user_id IS NOT DISTINCT FROM excluded.user_id AND NOT s.deleted
+        RETURNING s.next_seq
+    )
+    INSERT INTO messages (session_id, seq, id, role, payload, tokens, created_at, search)
+    SELECT %(session)s, s.next_seq - %(n)s + m.ord - 1, m.id, m.role, m.payload, m.tokens, m.created_at, m.search
+    FROM s, unnest(%(ids)s::text[], %(roles)s::text[], %(payloads)s::text[], %(each)s::bigint[],
+                   %(created)s::timestamptz[], %(search)s::text[])
+        WITH ORDINALITY AS m (id, role, payload, tokens, created_at, search, ord)
+    RETURNING seq
+"""
+INSERT_MESSAGES = """
+    INSERT INTO messages (session_id, seq, id, role, payload, tokens, created_at, search)
+    SELECT %s, m.* FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::bigint[],
+                               %s::timestamptz[], %s::text[]) AS m
+"""
+OWNERS = "SELECT id, session_id, seq FROM messages WHERE id = ANY(%s)"
+
+# Row reads take a session's segments (where each part of a fork's history lives) as three arrays.
+_SEGMENTS = (
+    "FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS g (sid, lo, hi) "
+    "JOIN messages m ON m.session_id = g.sid AND m.seq BETWEEN g.lo AND g.hi"
+)
+_PINNED = "m.role IN ('system', 'developer')"
+# What opening a session reads, in one round trip: 0 = pinned, 1 = window, 2 = the unfolded tail (newest first).
+LOAD = f"""
+    (SELECT 0, m.seq, m.payload, m.tokens {_SEGMENTS} WHERE {_PINNED} ORDER BY m.seq)
+    UNION ALL
+    (SELECT 1, m.seq, m.payload, m.tokens {_SEGMENTS} WHERE NOT {_PINNED} ORDER BY m.seq)
+    UNION ALL
+    (SELECT 2, m.seq, m.payload, m.tokens {_SEGMENTS} WHERE NOT {_PINNED} ORDER BY m.seq DESC LIMIT %s)
+"""
+RANGE_PAGE = f"SELECT m.seq, m.payload, m.tokens {_SEGMENTS} ORDER BY m.seq LIMIT %s"
+COUNT_RANGE = f"SELECT count(*), coalesce(sum(m.tokens), 0) {_SEGMENTS}"
+DELETE_MESSAGES = "DELETE FROM messages WHERE session_id = %s AND seq = ANY(%s) RETURNING tokens"
+DELETE_AFTER = "DELETE FROM messages WHERE session_id = %s AND seq > %s RETURNING tokens"
+DELETE_ALL = "DELETE FROM messages WHERE session_id = %s"
+
+# Lexical recall: the query's own lexemes, OR-ed (plainto_tsquery would AND them), each quoted so that no
+# user text is read as tsquery syntax; ts_rank_cd orders the matches the GIN index finds.
+SEARCH = """
+    WITH q AS (
+        SELECT nullif(array_to_string(array(
+            SELECT quote_literal(lexeme) FROM unnest(to_tsvector('english', %(query)s))), ' | '), '')::tsquery AS tsq
+    )
+    SELECT s.id, m.seq, m.payload, m.tokens, ts_rank_cd(m.tsv, q.tsq) AS score
+    FROM q, messages m JOIN sessions s ON s.id = m.session_id
+    WHERE m.tsv @@ q.tsq AND s.user_key = %(user)s AND NOT s.deleted
+        AND (%(session)s::text IS NULL OR m.session_id = %(session)s)
+    ORDER BY score DESC, m.session_id, m.seq
+    LIMIT %(limit)s
+"""

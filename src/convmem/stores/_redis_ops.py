@@ -1,0 +1,342 @@
+"""The Redis store's operations as I/O-free flows, driven by the sync and the async store alike.
+
+Like :mod:`convmem.stores._pg_ops`: each operation is a generator that yields
+requests (:class:`Cmd`, a :class:`Pipe` of commands, or a :class:`Lua` script
+call from :mod:`convmem.stores._redis_lua`) and receives their replies. Writes
+are single scripts; reads are plain commands, and the rows of one read come
+from one ``MULTI`` so they are a consistent snapshot. Reads are clipped to
+the seqs the session hash counted, so a concurrent append cannot make the
+rows disagree with the state read beside them.
+
+Flows started again after a lost connection get ``retried=True``; the
+append and save-state scripts then recognise their own earlier, committed
+attempt (see :mod:`convmem.stores._redis_lua`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Generic, TypeAlias, TypeVar
+
+from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
+from ..messages import PINNED_ROLES, Message
+from ._common import Segment, check_deletable, json_object, now, pick, segments
+from .base import LoadedSession, SessionInfo, SessionState, StoredMessage
+from .codec import decode_datetime, decode_message, decode_state, dumps, encode_datetime, encode_message, encode_state
+from .codec import loads as json_loads
+
+T = TypeVar("T")
+PAGE = 500  # rows per request when streaming a history
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICRO = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Cmd:
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Pipe:
+    cmds: Sequence[tuple[Any, ...]]
+    atomic: bool = True  # MULTI/EXEC: the replies are one snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Lua:
+    name: str
+    args: Sequence[Any]
+
+
+Request: TypeAlias = Cmd | Pipe | Lua
+Flow: TypeAlias = Generator[Request, Any, T]
+
+
+@dataclass(frozen=True, slots=True)
+class Op(Generic[T]):
+    """A flow, and whether it may be started again (``retried=True``) after a lost connection."""
+
+    what: str
+    start: Callable[[bool], Flow[T]]
+    retry: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """The store's key prefix and session TTL (milliseconds, 0 for none)."""
+
+    prefix: str
+    ttl_ms: int = 0
+
+    def __call__(self, kind: str, name: str) -> str:
+        return f"{self.prefix}{kind}:{name}"
+
+    def script(self, name: str, *args: Any) -> Lua:
+        return Lua(name, (self.prefix, self.ttl_ms, *args))
+
+
+def user_key(user_id: str | None) -> str:
+    return "-" if user_id is None else "=" + user_id
+
+
+def optional(value: str | None) -> str:
+    return "" if value is None else "=" + value
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode()
+
+
+def score(moment: datetime) -> int:
+    """A time as a recency score: exact integer microseconds since the epoch."""
+    return (moment - _EPOCH) // _MICRO
+
+
+def stamp() -> tuple[str, int]:
+    """Now, as stored (text) and as a recency score."""
+    moment = now()
+    return encode_datetime(moment), score(moment)
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A session hash, decoded."""
+
+    id: str
+    fields: dict[bytes, bytes]
+
+    def _int(self, name: str) -> int:
+        return int(self.fields.get(name.encode(), b"0"))
+
+    @property
+    def next_seq(self) -> int:
+        return self._int("next_seq")
+
+    @property
+    def parent_id(self) -> str | None:
+        return _text(self.fields.get(b"parent"))
+
+    @property
+    def fork_seq(self) -> int | None:
+        value = self.fields.get(b"fork_seq")
+        return None if value is None else int(value)
+
+    def info(self) -> SessionInfo:
+        f = self.fields
+        user = f[b"user"].decode()
+        return SessionInfo(
+            self.id,
+            None if user == "-" else user[1:],
+            _text(f.get(b"title")),
+            _text(f.get(b"model")),
+            json_loads(f[b"metadata"]),
+            decode_datetime(f[b"created"].decode()),
+            decode_datetime(f[b"updated"].decode()),
+            self._int("base_count") + self._int("count"),
+            self._int("base_tokens") + self._int("tokens"),
+            self.parent_id,
+            self.fork_seq,
+        )
+
+    def state(self) -> SessionState:
+        return decode_state(json_loads(self.fields[b"state"]), version=self._int("version"))
+
+
+def pairs(flat: Sequence[bytes] | dict[bytes, bytes]) -> dict[bytes, bytes]:
+    if isinstance(flat, dict):
+        return flat
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def member(message: Message, tokens: int) -> str:
+    """A row as the scripts store it, minus its seq: ``tokens|idlen|id`` and the message JSON."""
+    mid = message.id or ""
+    return f"{tokens}|{len(mid.encode())}|{mid}{dumps(encode_message(message))}"
+
+
+def row(raw: bytes) -> StoredMessage:
+    seq, tokens, length, rest = raw.split(b"|", 3)
+    return StoredMessage(int(seq), decode_message(json_loads(rest[int(length) :])), int(tokens))
+
+
+# -- shared steps ---------------------------------------------------------------------------------
+def resolve(keys: Keys, session_id: str, user_id: str | None) -> Flow[Session]:
+    """The user's live session named by ``session_id`` or a unique prefix of it."""
+    ukey = user_key(user_id)
+    found = pairs((yield Cmd(("HGETALL", keys("s", session_id)))))
+    if found.get(b"user") == ukey.encode() and found.get(b"deleted") != b"1":
+        return Session(session_id, found)
+    low = session_id.encode()
+    ids = yield Cmd(("ZRANGEBYLEX", keys("l", ukey), b"[" + low, b"(" + low + b"\xff", "LIMIT", 0, 50))
+    flags = yield Pipe([("HMGET", keys("s", i.decode()), "user", "deleted") for i in ids], atomic=False)
+    live = [i.decode() for i, (u, d) in zip(ids, flags, strict=True) if u == ukey.encode() and d != b"1"]
+    chosen = pick(session_id, live)
+    found = pairs((yield Cmd(("HGETALL", keys("s", chosen)))))
+    if found.get(b"user") != ukey.encode() or found.get(b"deleted") == b"1":
+        raise SessionNotFoundError(session_id)  # deleted between the two reads
+    return Session(chosen, found)
+
+
+def chain(keys: Keys, session: Session) -> Flow[list[tuple[str, int | None, str | None]]]:
+    """``(id, fork_seq, parent_id)`` of the session and its ancestors, nearest first."""
+    out = [(session.id, session.fork_seq, session.parent_id)]
+    while out[-1][2] is not None:
+        parent = out[-1][2]
+        grand, fork_seq = yield Cmd(("HMGET", keys("s", parent), "parent", "fork_seq"))
+        out.append((parent, None if fork_seq is None else int(fork_seq), _text(grand)))
+    return out
+
+
+def history(keys: Keys, session: Session) -> Flow[list[Segment]]:
+    return segments([(i, f) for i, f, _ in (yield from chain(keys, session))])
+
+
+def ranges(
+    keys: Keys, segs: Sequence[Segment], lo: int, hi: int, kinds: str = "mp", limit: int = 0
+) -> list[tuple[Any, ...]]:
+    """ZRANGEBYSCORE commands for rows ``lo..hi`` of every segment (and kind: m unpinned, p pinned)."""
+    page = ("LIMIT", 0, limit) if limit else ()
+    return [
+        ("ZRANGEBYSCORE", keys(kind, seg.session_id), *span, *page)
+        for seg in segs
+        if (span := seg.clip(lo, hi)) is not None
+        for kind in kinds
+    ]
+
+
+def merged(replies: Sequence[Sequence[bytes]]) -> list[StoredMessage]:
+    return sorted((row(raw) for reply in replies for raw in reply), key=lambda r: r.seq)
+
+
+# -- messages -------------------------------------------------------------------------------------
+def append(
+    keys: Keys, session_id: str, messages: Sequence[tuple[Message, int]], user_id: str | None, model: str | None
+) -> Op[list[int]]:
+    rows: list[Any] = []
+    for message, tokens in messages:
+        rows += [message.id or "", int(message.role in PINNED_ROLES), tokens, member(message, tokens)]
+    empty = dumps(encode_state(SessionState()))
+
+    def flow(retried: bool) -> Flow[list[int]]:
+        text, score = stamp()
+        args = (session_id, user_key(user_id), text, score, int(retried), optional(model), empty, len(messages), *rows)
+        reply = yield keys.script("append", *args)
+        tag = reply[0]
+        if tag == b"notfound":
+            raise SessionNotFoundError(session_id)  # never reveal, nor write into, another user's session
+        if tag == b"dup":
+            index = int(reply[1])
+            raise InvalidMessageError(f"duplicate message id {messages[index][0].id!r}", field="id", index=index)
+        start = int(reply[1])
+        return list(range(start, start + len(messages)))
+
+    return Op(f"append to session {session_id!r}", flow)
+
+
+def load(keys: Keys, session_id: str, user_id: str | None, unfolded_limit: int) -> Op[LoadedSession]:
+    def flow(retried: bool) -> Flow[LoadedSession]:
+        session = yield from resolve(keys, session_id, user_id)
+        state = session.state()
+        segs = yield from history(keys, session)
+        last = session.next_seq - 1
+        pinned = ranges(keys, segs, state.pinned_start, last, "p")
+        window = ranges(keys, segs, state.window_start, last, "m")
+        tail: list[tuple[Any, ...]] = []
+        if unfolded_limit and state.window_start > state.folded_to + 1:
+            for seg in reversed(segs):  # newest first: each reply is newest first, capped at the limit
+                span = seg.clip(state.folded_to + 1, min(last, state.window_start - 1))
+                if span is not None:
+                    tail.append(
+                        ("ZREVRANGEBYSCORE", keys("m", seg.session_id), span[1], span[0], "LIMIT", 0, unfolded_limit)
+                    )
+        replies = yield Pipe([*pinned, *window, *tail])
+        unfolded = [row(raw) for reply in replies[len(pinned) + len(window) :] for raw in reply][:unfolded_limit]
+        return LoadedSession(
+            session.info(),
+            state,
+            merged(replies[: len(pinned)]),
+            merged(replies[len(pinned) : len(pinned) + len(window)]),
+            unfolded[::-1],
+        )
+
+    return Op(f"load session {session_id!r}", flow)
+
+
+def segments_of(keys: Keys, session_id: str, user_id: str | None, to_seq: int | None) -> Op[tuple[list[Segment], int]]:
+    def flow(retried: bool) -> Flow[tuple[list[Segment], int]]:
+        session = yield from resolve(keys, session_id, user_id)
+        segs = yield from history(keys, session)
+        last = session.next_seq - 1
+        return segs, last if to_seq is None else min(to_seq, last)
+
+    return Op(f"read session {session_id!r}", flow)
+
+
+def page(keys: Keys, segs: list[Segment], lo: int, hi: int) -> Op[list[StoredMessage]]:
+    def flow(retried: bool) -> Flow[list[StoredMessage]]:
+        return merged((yield Pipe(ranges(keys, segs, lo, hi, limit=PAGE))))[:PAGE]
+
+    return Op("read messages", flow)
+
+
+def save_state(
+    keys: Keys, session_id: str, state: SessionState, expected_version: int, user_id: str | None
+) -> Op[SessionState]:
+    saved = replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)
+    encoded = dumps(encode_state(saved))
+    ukey = user_key(user_id)
+
+    def flow(retried: bool) -> Flow[SessionState]:
+        target = session_id
+        reply = yield keys.script("save_state", target, ukey, *stamp(), expected_version, encoded, int(retried))
+        if reply[0] == b"notfound":
+            target = (yield from resolve(keys, session_id, user_id)).id  # a prefix, or not found
+            reply = yield keys.script("save_state", target, ukey, *stamp(), expected_version, encoded, int(retried))
+        if reply[0] == b"conflict":
+            raise ConflictError(f"session {target!r} state is at version {int(reply[1])}, expected {expected_version}")
+        if reply[0] != b"ok":
+            raise SessionNotFoundError(session_id)
+        return saved
+
+    return Op(f"save the state of session {session_id!r}", flow)
+
+
+def delete_messages(keys: Keys, session_id: str, seqs: Sequence[int], user_id: str | None) -> Op[None]:
+    doomed = sorted(set(seqs))
+
+    def flow(retried: bool) -> Flow[None]:
+        session = yield from resolve(keys, session_id, user_id)
+        reply = yield keys.script("delete_messages", session.id, user_key(user_id), *stamp(), *doomed)
+        if reply[0] == b"notfound":
+            raise SessionNotFoundError(session_id)
+        if reply[0] == b"refused":
+            fork_seq = int(reply[1]) if reply[1] else None
+            forks = [(c.decode(), int(at)) for c, at in zip(reply[2::2], reply[3::2], strict=True)]
+            check_deletable(session.id, set(doomed), fork_seq, forks)
+            raise StoreError(f"session {session.id!r}: messages shared with a fork cannot be deleted")
+
+    return Op(f"delete messages of session {session_id!r}", flow)
+
+
+def get_session(keys: Keys, session_id: str, user_id: str | None) -> Op[SessionInfo]:
+    def flow(retried: bool) -> Flow[SessionInfo]:
+        return (yield from resolve(keys, session_id, user_id)).info()
+
+    return Op(f"read session {session_id!r}", flow)
+
+
+def list_sessions(keys: Keys, user_id: str | None, limit: int | None) -> Op[list[SessionInfo]]:
+    index = keys("r", user_key(user_id))
+
+    def flow(retried: bool) -> Flow[list[SessionInfo]]:
+        while True:
+            ids = [i.decode() for i in (yield Cmd(("ZREVRANGE", index, 0, -1 if limit is None else limit - 1)))]
+            found = yield Pipe([("HGETALL", keys("s", i)) for i in ids], atomic=False)
+            gone = [i for i, f in zip(ids, found, strict=True) if not f]
+            if not gone:
+                return [Session(i, pairs(f)).info() for i, f in zip(ids, found, strict=True)]
+            yield Cmd(("ZREM", index, *gone))  # sessions whose TTL ran out: drop them from the index
+
+    return Op("list sessions", flow)
