@@ -42,7 +42,10 @@ from .messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCal
 
 if TYPE_CHECKING:
     from ._core import Stats
-    from .longterm.blocks import Block, CallableBlock, StaticBlock
+    from .longterm.blocks import Block, CallableBlock, StaticBlock, WorkingBlock
+    from .longterm.dynamic import FactsBlock, RecallBlock
+    from .longterm.factbook import AsyncFacts, Facts
+    from .longterm.recall import RecallIndex
     from .memory import AsyncMemory, Memory
     from .policy.context import Context, LeftOut
     from .policy.repair import repair_messages
@@ -67,6 +70,12 @@ _LAZY = {
     "Block": "longterm.blocks",
     "CallableBlock": "longterm.blocks",
     "StaticBlock": "longterm.blocks",
+    "WorkingBlock": "longterm.blocks",
+    "FactsBlock": "longterm.dynamic",
+    "RecallBlock": "longterm.dynamic",
+    "AsyncFacts": "longterm.factbook",
+    "Facts": "longterm.factbook",
+    "RecallIndex": "longterm.recall",
     "AsyncMemoryStore": "stores.memory",
     "MemoryStore": "stores.memory",
     "TokenCounter": "tokens",
@@ -76,6 +85,7 @@ _LAZY = {
 
 __all__ = [
     "AmbiguousSessionError",
+    "AsyncFacts",
     "AsyncMemory",
     "AsyncMemoryStore",
     "AudioPart",
@@ -88,6 +98,8 @@ __all__ = [
     "Context",
     "ContextOverflowError",
     "ConvmemError",
+    "Facts",
+    "FactsBlock",
     "FilePart",
     "ImagePart",
     "InvalidMessageError",
@@ -96,6 +108,8 @@ __all__ = [
     "Memory",
     "MemoryStore",
     "Message",
+    "RecallBlock",
+    "RecallIndex",
     "SessionNotFoundError",
     "SlidingWindow",
     "StaticBlock",
@@ -108,6 +122,7 @@ __all__ = [
     "TokenCounter",
     "ToolCall",
     "UnknownModelError",
+    "WorkingBlock",
     "__version__",
     "counter_for",
     "lookup_model",

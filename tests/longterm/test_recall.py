@@ -246,3 +246,52 @@ def test_missing_numpy_names_the_extra() -> None:
         check=False,
     )
     assert plain.returncode == 0, plain.stderr  # the engine itself never needs numpy
+
+
+def test_fact_enriched_keys_find_what_the_words_do_not_say() -> None:
+    from convmem.longterm.factbook import Facts
+
+    from .fakes import RuleExtractor
+
+    facts = Facts(extractor=RuleExtractor())
+    recall = RecallIndex(keys=Keys(facts=facts))
+    memory = Memory(
+        max_tokens=1000,
+        user_id="u",
+        strategy="sliding_window",
+        strategy_options={"max_messages": 1},
+        sinks=[facts, recall],  # facts first, so the index sees the extracted facts
+    )
+    memory.add({"role": "user", "content": "remember employer = Acme Robotics"})
+    memory.add({"role": "user", "content": "next"})
+    hit = recall.search("employer", user_id="u", k=1)[0]
+    assert hit.doc.text == "remember employer = Acme Robotics"
+    assert "employer is Acme Robotics" in hit.doc.key
+
+
+async def test_async_memory_feeds_the_same_sinks_and_blocks() -> None:
+    from convmem import AsyncMemory
+    from convmem.longterm import FactsBlock, RecallBlock
+    from convmem.longterm.factbook import AsyncFacts, Facts
+
+    from .fakes import AsyncRuleExtractor
+
+    recall, facts = RecallIndex(embedder=HashingEmbedder(32)), AsyncFacts(extractor=AsyncRuleExtractor())
+    sync_facts = Facts()
+    memory = AsyncMemory(
+        max_tokens=2000,
+        user_id="alice",
+        strategy="sliding_window",
+        strategy_options={"max_messages": 1},
+        sinks=[facts, recall],
+        blocks=[RecallBlock(recall, k=2), FactsBlock(sync_facts)],
+    )
+    sync_facts.add("Alice is left-handed", user_id="alice")
+    await memory.add({"role": "user", "content": "remember city = Lisbon"})
+    await memory.add({"role": "user", "content": "my bike is red"})
+    await memory.add({"role": "user", "content": "ok"})
+    assert [f.text for f in await facts.facts(user_id="alice")] == ["city is Lisbon"]
+    ctx = await memory.context("what colour is my bike?")
+    text = str(ctx.messages)
+    assert "my bike is red" in text
+    assert "left-handed" in text
