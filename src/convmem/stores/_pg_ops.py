@@ -137,19 +137,12 @@ def spans(segs: Sequence[Segment], lo: int, hi: int | None) -> tuple[list[str], 
     return ids, lows, highs
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    # Only for the indexed created_at column (time filters); the payload keeps the exact value.
-    return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
-
-
 def message_columns(messages: Sequence[tuple[Message, int]]) -> list[list[Any]]:
     return [
         [m.id or "" for m, _ in messages],
         [m.role for m, _ in messages],
         [dumps(encode_message(m)) for m, _ in messages],
         [t for _, t in messages],
-        [_utc(m.created_at) for m, _ in messages],
-        [m.text for m, _ in messages],
     ]
 
 
@@ -202,7 +195,7 @@ def append(
         "n": len(messages),
         "tokens": sum(t for _, t in messages),
         "state": dumps(encode_state(SessionState())),
-        **dict(zip(("ids", "roles", "payloads", "each", "created", "search"), columns, strict=True)),
+        **dict(zip(("ids", "roles", "payloads", "each"), columns, strict=True)),
     }
     ids: list[str] = columns[0]
 
@@ -306,15 +299,3 @@ def delete_messages(session_id: str, seqs: Sequence[int], user_id: str | None) -
         yield Query(sql.AFTER_DELETE, (len(gone), sum(t for (t,) in gone), now(), row.id))
 
     return Op(f"delete messages of session {session_id!r}", flow, "transaction")
-
-
-def search(
-    query: str, user_id: str | None, session_id: str | None, limit: int
-) -> Op[list[tuple[str, StoredMessage, float]]]:
-    params = {"query": query, "user": user_key(user_id), "session": session_id, "limit": limit}
-
-    def flow(retried: bool) -> Flow[list[tuple[str, StoredMessage, float]]]:
-        rows = yield Query(sql.SEARCH, params)
-        return [(sid, stored(seq, payload, tokens), float(score)) for sid, seq, payload, tokens, score in rows]
-
-    return Op("search messages", flow)

@@ -17,8 +17,6 @@ PostgreSQL-specific choices:
   and exports must be byte for byte).
 * ``user_key`` (generated from ``user_id``, ``''`` for no user) makes the
   user scope an equality, so the per-user indexes serve ``user_id IS NULL`` too.
-* ``messages.tsv`` is a stored ``tsvector`` over the message text with a GIN
-  index (lexical recall); ``embeddings`` holds float32 vectors as ``bytea``.
 
 Migrations are ``(name, statements)`` pairs, applied in order under
 ``pg_advisory_xact_lock``; never edit or reorder an entry, append a new one.
@@ -65,15 +63,11 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             role text NOT NULL,
             payload text NOT NULL,
             tokens bigint NOT NULL,
-            created_at timestamptz,
-            search text NOT NULL DEFAULT '',
-            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', search)) STORED,
             PRIMARY KEY (session_id, seq)
         )
         """,
             # Pinned messages can sit anywhere in the archive; this index finds them without reading it.
             "CREATE INDEX messages_pinned ON messages (session_id, seq) WHERE role IN ('system', 'developer')",
-            "CREATE INDEX messages_tsv ON messages USING gin (tsv)",
         ),
     ),
 ]
@@ -149,17 +143,15 @@ APPEND = """
         WHERE s.user_id IS NOT DISTINCT FROM excluded.user_id AND NOT s.deleted
         RETURNING s.next_seq
     )
-    INSERT INTO messages (session_id, seq, id, role, payload, tokens, created_at, search)
-    SELECT %(session)s, s.next_seq - %(n)s + m.ord - 1, m.id, m.role, m.payload, m.tokens, m.created_at, m.search
-    FROM s, unnest(%(ids)s::text[], %(roles)s::text[], %(payloads)s::text[], %(each)s::bigint[],
-                   %(created)s::timestamptz[], %(search)s::text[])
-        WITH ORDINALITY AS m (id, role, payload, tokens, created_at, search, ord)
+    INSERT INTO messages (session_id, seq, id, role, payload, tokens)
+    SELECT %(session)s, s.next_seq - %(n)s + m.ord - 1, m.id, m.role, m.payload, m.tokens
+    FROM s, unnest(%(ids)s::text[], %(roles)s::text[], %(payloads)s::text[], %(each)s::bigint[])
+        WITH ORDINALITY AS m (id, role, payload, tokens, ord)
     RETURNING seq
 """
 INSERT_MESSAGES = """
-    INSERT INTO messages (session_id, seq, id, role, payload, tokens, created_at, search)
-    SELECT %s, m.* FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::bigint[],
-                               %s::timestamptz[], %s::text[]) AS m
+    INSERT INTO messages (session_id, seq, id, role, payload, tokens)
+    SELECT %s, m.* FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::bigint[]) AS m
 """
 OWNERS = "SELECT id, session_id, seq FROM messages WHERE id = ANY(%s)"
 
@@ -182,18 +174,3 @@ COUNT_RANGE = f"SELECT count(*), coalesce(sum(m.tokens), 0) {_SEGMENTS}"
 DELETE_MESSAGES = "DELETE FROM messages WHERE session_id = %s AND seq = ANY(%s) RETURNING tokens"
 DELETE_AFTER = "DELETE FROM messages WHERE session_id = %s AND seq > %s RETURNING tokens"
 DELETE_ALL = "DELETE FROM messages WHERE session_id = %s"
-
-# Lexical recall: the query's own lexemes, OR-ed (plainto_tsquery would AND them), each quoted so that no
-# user text is read as tsquery syntax; ts_rank_cd orders the matches the GIN index finds.
-SEARCH = """
-    WITH q AS (
-        SELECT nullif(array_to_string(array(
-            SELECT quote_literal(lexeme) FROM unnest(to_tsvector('english', %(query)s))), ' | '), '')::tsquery AS tsq
-    )
-    SELECT s.id, m.seq, m.payload, m.tokens, ts_rank_cd(m.tsv, q.tsq) AS score
-    FROM q, messages m JOIN sessions s ON s.id = m.session_id
-    WHERE m.tsv @@ q.tsq AND s.user_key = %(user)s AND NOT s.deleted
-        AND (%(session)s::text IS NULL OR m.session_id = %(session)s)
-    ORDER BY score DESC, m.session_id, m.seq
-    LIMIT %(limit)s
-"""

@@ -159,12 +159,6 @@ class PostgresStore:
     def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
         self._db.run(ops.delete_messages(session_id, seqs, user_id))
 
-    def search(
-        self, query: str, *, user_id: str | None = None, session_id: str | None = None, limit: int = 10
-    ) -> list[tuple[str, StoredMessage, float]]:
-        """Full-text search over the user's stored messages: (session id, message, rank), best first."""
-        return self._db.run(ops.search(query, user_id, session_id, limit))
-
     def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
         return self._db.run(sessions.get_session(session_id, user_id))
 
@@ -262,12 +256,6 @@ class AsyncPostgresStore:
 
     async def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
         await self._db.run(ops.delete_messages(session_id, seqs, user_id))
-
-    async def search(
-        self, query: str, *, user_id: str | None = None, session_id: str | None = None, limit: int = 10
-    ) -> list[tuple[str, StoredMessage, float]]:
-        """Full-text search over the user's stored messages: (session id, message, rank), best first."""
-        return await self._db.run(ops.search(query, user_id, session_id, limit))
 
     async def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
         return await self._db.run(sessions.get_session(session_id, user_id))
