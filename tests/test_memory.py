@@ -446,3 +446,29 @@ def test_folding_strategies_default_to_the_extractive_summarizer(strategy: str) 
     assert stats.warnings == ()  # bound to the memory's counter: the cap is exact, nothing is truncated
     summary = memory.context().messages[0]["content"]
     assert HEADER in summary
+
+
+def test_open_without_options_reuses_the_saved_budget_and_strategy(tmp_path: Any) -> None:
+    from convmem.stores import open_store
+
+    store = open_store(str(tmp_path / "c.db"))
+    memory = Memory(
+        max_tokens=900,
+        max_output_tokens=100,
+        strategy="sliding_window",
+        strategy_options={"max_messages": 6},
+        store=store,
+    )
+    for i in range(20):
+        memory.add_many([user(f"q{i}"), assistant(f"a{i}")])
+    before = memory.context()
+    memory.close()  # the store was passed in: it stays open for its owner
+    reopened = Memory.open(memory.session_id, store=store)
+    assert (reopened.budget, reopened.reserved_output) == (900, 100)
+    assert reopened.context().messages == before.messages
+    reopened.add_many([user("q20"), assistant("a20")])
+    assert [m["content"] for m in reopened.context().messages][-2:] == ["q20", "a20"]
+    assert len(reopened.context().messages) == 6
+    overridden = Memory.open(memory.session_id, store=store, strategy="token_budget")
+    assert overridden.strategy.name == "token_budget"
+    store.close()

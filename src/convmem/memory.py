@@ -21,157 +21,24 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timezone
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
-from ._core import MemoryCore, MessageLike, Stats
+from ._core import MessageLike
+from ._facade import InputLike, MemoryBase, open_options
 from ._flow import Absorb, AsyncEvictionSink, Effect, EvictionSink, SaveState, Summarize, _stored, describe, settle
 from .errors import ConfigurationError
-from .longterm.blocks import Block, Turn
 from .messages import Message
-from .policy.assembly import BlockText, Overflow
 from .policy.context import Context
 from .policy.repair import synthetic_results
-from .policy.strategies import Plan, Strategy
-from .stores.base import AsyncStore, MessageStatus, SessionState, Store, status_of
+from .stores.base import AsyncStore, MessageStatus, Store
 from .stores.memory import AsyncMemoryStore, MemoryStore
-from .tokens import ModelInfo, TokenCounter, cost, lookup_model
-from .usage import ModelUsage, Usage, parse_usage
+from .usage import Usage
 
 __all__ = ["AsyncMemory", "Memory"]
 
-InputLike = MessageLike | str | Sequence[MessageLike] | None
-T = TypeVar("T")
 
-
-class _Base:
-    """Configuration and the pure read-only API shared by both twins."""
-
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        session_id: str | None = None,
-        user_id: str | None = None,
-        max_tokens: int | None = None,
-        max_output_tokens: int | None = None,
-        counter: TokenCounter | str | None = None,
-        strategy: str | Strategy = "token_budget",
-        strategy_options: Mapping[str, Any] | None = None,
-        summarizer: Any = None,
-        on_overflow: Overflow = "truncate",
-        summary_max_tokens: int | None = None,
-        blocks: Sequence[Block] = (),
-        pinned_context: Callable[[], str] | None = None,
-        block_template: Callable[[Sequence[BlockText]], str] | None = None,
-        sinks: Sequence[Any] = (),
-        format: str = "openai",
-    ) -> None:
-        options = dict(strategy_options or {})
-        default_summarizer = None
-        if isinstance(strategy, str) and strategy in ("summary_buffer", "compaction"):
-            if summarizer is None:
-                # Offline and pure (it imports only the model layer): the documented extractive default.
-                from .llm.extractive import ExtractiveSummarizer
-
-                summarizer = default_summarizer = ExtractiveSummarizer()
-            options["summarizer"] = summarizer
-        elif summarizer is not None:
-            raise ConfigurationError("a summarizer is only used by the summary_buffer and compaction strategies")
-        self._core = MemoryCore(
-            model=model,
-            max_tokens=max_tokens,
-            max_output_tokens=max_output_tokens,
-            counter=counter,
-            strategy=strategy,
-            strategy_options=options,
-            on_overflow=on_overflow,
-            summary_max_tokens=summary_max_tokens,
-            blocks=blocks,
-            pinned_context=pinned_context,
-            block_template=block_template,
-        )
-        if default_summarizer is not None:
-            default_summarizer.bind(self._core.counter.count_text)
-        self.session_id = session_id or uuid.uuid4().hex
-        self.user_id = user_id
-        self.model = model
-        self.format = format
-        self._sinks = list(sinks)
-
-    @property
-    def budget(self) -> int:
-        return self._core.budget
-
-    @property
-    def reserved_output(self) -> int:
-        return self._core.reserve
-
-    @property
-    def counter(self) -> TokenCounter:
-        return self._core.counter
-
-    @property
-    def strategy(self) -> Strategy:
-        return self._core.strategy
-
-    def stats(self) -> Stats:
-        """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings."""
-        return self._core.stats()
-
-    @property
-    def pending_tool_calls(self) -> list[str]:
-        """Ids of the newest assistant message's calls that still await results, in call order."""
-        pending = self._core.window.pending
-        if pending is None:
-            return []
-        return [call.id for call in pending.entries[0].message.tool_calls if call.id in pending.pending]
-
-    def _context(self, input: InputLike, format: str | None) -> Context:
-        core = self._core
-        inputs = core.inputs(input) if input is not None else []
-        if not core.blocks:
-            return core.context(inputs, format or self.format, [])
-        query = inputs[-1][0].text if inputs else _last_user_text(core)
-        turn = Turn(query, self.session_id, self.user_id, core.window_start, datetime.now(timezone.utc))
-        return core.context(inputs, format or self.format, core.block_texts(query, turn))
-
-    def _usage(self, usage: Any, model: str | None = None) -> Usage:
-        parsed = parse_usage(usage)
-        counts = self._core.counts
-        counts["input_tokens"] += parsed.input_tokens
-        counts["output_tokens"] += parsed.output_tokens
-        counts["cached_input_tokens"] += parsed.cached_input_tokens
-        info = self._core.info if model is None else _priced(model)
-        if info is not None and info.input_price_per_mtok is not None:  # open-weight models have no list price
-            counts["cost_usd"] += cost(info, parsed.input_tokens, parsed.output_tokens, parsed.cached_input_tokens)
-        return parsed
-
-    def _charge(self, outcome: object) -> object:
-        """Add the usage a summarizer reports on its result or its error (``.usage``: ModelUsage items)."""
-        for item in getattr(outcome, "usage", None) or ():
-            if isinstance(item, ModelUsage):
-                self._usage(item.usage, item.model)
-        return outcome
-
-    def _clear_plan(self, keep_system: bool) -> Plan:
-        core = self._core
-        if not keep_system:
-            last = core.counts["last_seq"]
-            core.window.pinned.clear()
-            core.window.pinned_tokens = 0
-            core.state = _with(core.state, pinned_start=(last + 1) if last is not None else 0)
-        return Plan(evict=len(core.window.units), fold=False, reason="clear")
-
-    def _filter(self, status: MessageStatus | Iterable[MessageStatus] | None) -> Callable[[Any], bool]:
-        wanted = None if status is None else ({status} if isinstance(status, str) else set(status))
-        state = self._core.state
-        return lambda stored: wanted is None or status_of(stored, state) in wanted
-
-
-class Memory(_Base):
+class Memory(MemoryBase):
     """A conversation memory with a synchronous API. See the module docstring."""
 
     def __init__(self, model: str | None = None, *, store: Store | str | None = None, **options: Any) -> None:
@@ -180,6 +47,7 @@ class Memory(_Base):
             from .stores import open_store  # "sqlite", "sqlite:///path.db", "files:///dir", "memory"
 
             store = open_store(store)
+        self._owns_store = store is None or isinstance(store, str)
         self.store: Store = store if store is not None else MemoryStore()
         summarizer = self._core.strategy.summarizer
         if summarizer is not None and not hasattr(summarizer, "summarize"):
@@ -187,10 +55,16 @@ class Memory(_Base):
 
     @classmethod
     def open(cls, session_id: str, *, store: Store, user_id: str | None = None, **options: Any) -> Memory:
-        """Reopen a stored session (a unique id prefix is enough) with its exact state."""
+        """Reopen a stored session (a unique id prefix is enough) with its exact state.
+
+        Without options it reuses the budget and strategy the session was saved with; options given here win.
+        """
         info = store.get_session(session_id, user_id=user_id)
-        memory = cls(options.pop("model", info.model), store=store, session_id=info.id, user_id=user_id, **options)
-        memory._core.restore(store.load(info.id, user_id=user_id, unfolded_limit=_unfolded_limit(memory)))
+        peek = store.load(info.id, user_id=user_id)
+        merged, unfolded = open_options(peek.state, options, info.model)
+        loaded = store.load(info.id, user_id=user_id, unfolded_limit=unfolded) if unfolded else peek
+        memory = cls(store=store, session_id=info.id, user_id=user_id, **merged)
+        memory._restore(loaded)
         return memory
 
     def add(self, message: MessageLike) -> Message:
@@ -254,7 +128,9 @@ class Memory(_Base):
         return parsed
 
     def close(self) -> None:
-        self.store.close()
+        """Close the store if this memory opened it (a store passed in belongs to the caller)."""
+        if self._owns_store:
+            self.store.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -301,20 +177,25 @@ class Memory(_Base):
         return None
 
 
-class AsyncMemory(_Base):
+class AsyncMemory(MemoryBase):
     """The async twin of :class:`Memory`: the same behaviour, awaited. It never calls ``asyncio.run``."""
 
     def __init__(self, model: str | None = None, *, store: AsyncStore | None = None, **options: Any) -> None:
         super().__init__(model, **options)
+        self._owns_store = store is None
         self.store: AsyncStore = store if store is not None else AsyncMemoryStore()
 
     @classmethod
     async def open(
         cls, session_id: str, *, store: AsyncStore, user_id: str | None = None, **options: Any
     ) -> AsyncMemory:
+        """Reopen a stored session; see :meth:`Memory.open`."""
         info = await store.get_session(session_id, user_id=user_id)
-        memory = cls(options.pop("model", info.model), store=store, session_id=info.id, user_id=user_id, **options)
-        memory._core.restore(await store.load(info.id, user_id=user_id, unfolded_limit=_unfolded_limit(memory)))
+        peek = await store.load(info.id, user_id=user_id)
+        merged, unfolded = open_options(peek.state, options, info.model)
+        loaded = await store.load(info.id, user_id=user_id, unfolded_limit=unfolded) if unfolded else peek
+        memory = cls(store=store, session_id=info.id, user_id=user_id, **merged)
+        memory._restore(loaded)
         return memory
 
     async def add(self, message: MessageLike) -> Message:
@@ -374,7 +255,9 @@ class AsyncMemory(_Base):
         return parsed
 
     async def aclose(self) -> None:
-        await self.store.aclose()
+        """Close the store if this memory created it."""
+        if self._owns_store:
+            await self.store.aclose()
 
     async def __aenter__(self) -> AsyncMemory:
         return self
@@ -418,27 +301,3 @@ class AsyncMemory(_Base):
             except Exception as exc:  # the units are archived already; a sink failure loses nothing
                 self._core.warn(f"eviction sink {type(sink).__name__} failed: {describe(exc)}")
         return None
-
-
-def _priced(model: str) -> ModelInfo | None:
-    try:
-        return lookup_model(model)
-    except KeyError:  # a local or unlisted summarizer model: its tokens count, its cost is unknown
-        return None
-
-
-def _unfolded_limit(memory: _Base) -> int:
-    return 10_000 if memory._core.strategy.summarizer is not None else 0
-
-
-def _last_user_text(core: MemoryCore) -> str | None:
-    for unit in reversed(core.window.units):
-        if unit.kind == "user":
-            return unit.entries[0].message.text
-    return None
-
-
-def _with(state: SessionState, **changes: Any) -> SessionState:
-    from dataclasses import replace
-
-    return replace(state, **changes)

@@ -1,0 +1,224 @@
+"""What ``Memory`` and ``AsyncMemory`` share: configuration, and the API that does no I/O.
+
+The twins differ only in how they perform I/O (:mod:`convmem.memory`); every
+decision lives in the core (:mod:`convmem._core`), the eviction flow
+(:mod:`convmem._flow`) and this base. The configuration a memory was made with
+is saved with its state, so ``Memory.open(session_id, store=...)`` without
+options reproduces the same budget and strategy (and so the same context).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from ._core import MemoryCore, MessageLike, Stats
+from .errors import ConfigurationError
+from .longterm.blocks import Block, Turn
+from .policy.assembly import BlockText, Overflow
+from .policy.context import Context
+from .policy.strategies import Plan, Strategy
+from .stores.base import LoadedSession, MessageStatus, SessionState, status_of
+from .tokens import ModelInfo, TokenCounter, cost, lookup_model
+from .usage import ModelUsage, Usage, parse_usage
+
+__all__ = ["CONFIG_KEY", "InputLike", "MemoryBase", "open_options", "stored_config"]
+
+InputLike = MessageLike | str | Sequence[MessageLike] | None
+CONFIG_KEY = "config"
+UNFOLDED_LIMIT = 10_000  # archived-but-unfolded rows a folding memory re-reads on open (a failed summary's queue)
+_STRATEGY_ATTRIBUTES = ("max_tokens", "keep_recent_tokens", "max_messages", "keep_turns", "low_watermark")
+
+
+class MemoryBase:
+    """Configuration and the pure read-only API shared by both twins."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        max_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+        counter: TokenCounter | str | None = None,
+        strategy: str | Strategy = "token_budget",
+        strategy_options: Mapping[str, Any] | None = None,
+        summarizer: Any = None,
+        on_overflow: Overflow = "truncate",
+        summary_max_tokens: int | None = None,
+        blocks: Sequence[Block] = (),
+        pinned_context: Callable[[], str] | None = None,
+        block_template: Callable[[Sequence[BlockText]], str] | None = None,
+        sinks: Sequence[Any] = (),
+        format: str = "openai",
+    ) -> None:
+        options = dict(strategy_options or {})
+        default_summarizer = None
+        if isinstance(strategy, str) and strategy in ("summary_buffer", "compaction"):
+            if summarizer is None:
+                # Offline and pure (it imports only the model layer): the documented extractive default.
+                from .llm.extractive import ExtractiveSummarizer
+
+                summarizer = default_summarizer = ExtractiveSummarizer()
+            options["summarizer"] = summarizer
+        elif summarizer is not None:
+            raise ConfigurationError("a summarizer is only used by the summary_buffer and compaction strategies")
+        self._core = MemoryCore(
+            model=model,
+            max_tokens=max_tokens,
+            max_output_tokens=max_output_tokens,
+            counter=counter,
+            strategy=strategy,
+            strategy_options=options,
+            on_overflow=on_overflow,
+            summary_max_tokens=summary_max_tokens,
+            blocks=blocks,
+            pinned_context=pinned_context,
+            block_template=block_template,
+        )
+        if default_summarizer is not None:
+            default_summarizer.bind(self._core.counter.count_text)
+        self._core.counts[CONFIG_KEY] = _config(
+            max_tokens=max_tokens,
+            max_output_tokens=max_output_tokens,
+            strategy=strategy,
+            strategy_options=strategy_options,
+            on_overflow=on_overflow,
+            summary_max_tokens=summary_max_tokens,
+            format=format,
+        )
+        self.session_id = session_id or uuid.uuid4().hex
+        self.user_id = user_id
+        self.model = model
+        self.format = format
+        self._sinks = list(sinks)
+
+    @property
+    def budget(self) -> int:
+        return self._core.budget
+
+    @property
+    def reserved_output(self) -> int:
+        return self._core.reserve
+
+    @property
+    def counter(self) -> TokenCounter:
+        return self._core.counter
+
+    @property
+    def strategy(self) -> Strategy:
+        return self._core.strategy
+
+    def stats(self) -> Stats:
+        """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings."""
+        return self._core.stats()
+
+    @property
+    def pending_tool_calls(self) -> list[str]:
+        """Ids of the newest assistant message's calls that still await results, in call order."""
+        pending = self._core.window.pending
+        if pending is None:
+            return []
+        return [call.id for call in pending.entries[0].message.tool_calls if call.id in pending.pending]
+
+    def _context(self, input: InputLike, format: str | None) -> Context:
+        core = self._core
+        inputs = core.inputs(input) if input is not None else []
+        if not core.blocks:
+            return core.context(inputs, format or self.format, [])
+        query = inputs[-1][0].text if inputs else _last_user_text(core)
+        turn = Turn(query, self.session_id, self.user_id, core.window_start, datetime.now(timezone.utc))
+        return core.context(inputs, format or self.format, core.block_texts(query, turn))
+
+    def _usage(self, usage: Any, model: str | None = None) -> Usage:
+        parsed = parse_usage(usage)
+        counts = self._core.counts
+        counts["input_tokens"] += parsed.input_tokens
+        counts["output_tokens"] += parsed.output_tokens
+        counts["cached_input_tokens"] += parsed.cached_input_tokens
+        info = self._core.info if model is None else _priced(model)
+        if info is not None and info.input_price_per_mtok is not None:  # open-weight models have no list price
+            counts["cost_usd"] += cost(info, parsed.input_tokens, parsed.output_tokens, parsed.cached_input_tokens)
+        return parsed
+
+    def _charge(self, outcome: object) -> object:
+        """Add the usage a summarizer reports on its result or its error (``.usage``: ModelUsage items)."""
+        for item in getattr(outcome, "usage", None) or ():
+            if isinstance(item, ModelUsage):
+                self._usage(item.usage, item.model)
+        return outcome
+
+    def _restore(self, loaded: LoadedSession) -> None:
+        config = self._core.counts[CONFIG_KEY]
+        self._core.restore(loaded)
+        self._core.counts[CONFIG_KEY] = config  # this memory's own options, which may differ from the stored ones
+
+    def _clear_plan(self, keep_system: bool) -> Plan:
+        core = self._core
+        if not keep_system:
+            last = core.counts["last_seq"]
+            core.window.pinned.clear()
+            core.window.pinned_tokens = 0
+            core.state = _with(core.state, pinned_start=(last + 1) if last is not None else 0)
+        return Plan(evict=len(core.window.units), fold=False, reason="clear")
+
+    def _filter(self, status: MessageStatus | Iterable[MessageStatus] | None) -> Callable[[Any], bool]:
+        wanted = None if status is None else ({status} if isinstance(status, str) else set(status))
+        state = self._core.state
+        return lambda stored: wanted is None or status_of(stored, state) in wanted
+
+
+def _config(*, strategy: str | Strategy, strategy_options: Mapping[str, Any] | None, **plain: Any) -> dict[str, Any]:
+    """The JSON-able options that decide the context; a summarizer or counter object cannot be saved."""
+    config = {key: value for key, value in plain.items() if value is not None}
+    if isinstance(strategy, str):
+        options = {k: v for k, v in (strategy_options or {}).items() if _jsonable(v)}
+        config.update(strategy=strategy, strategy_options=options)
+    else:
+        attributes = {a: getattr(strategy, a) for a in _STRATEGY_ATTRIBUTES if hasattr(strategy, a)}
+        config.update(strategy=strategy.name, strategy_options={k: v for k, v in attributes.items() if _jsonable(v)})
+    return config
+
+
+def _jsonable(value: object) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def stored_config(state: SessionState) -> dict[str, Any]:
+    """The options a session was saved with (empty for sessions saved before configs were kept)."""
+    config = state.stats.get(CONFIG_KEY)
+    return dict(config) if isinstance(config, Mapping) else {}
+
+
+def open_options(state: SessionState, options: Mapping[str, Any], model: str | None) -> tuple[dict[str, Any], int]:
+    """Options for reopening: the stored config, overridden by ``options``; and how many unfolded rows to read."""
+    merged = stored_config(state)
+    if "strategy" in options and "strategy_options" not in options:
+        merged.pop("strategy_options", None)  # options of another strategy would not apply
+    merged.update(options)
+    merged.setdefault("model", model)
+    strategy = merged.get("strategy", "token_budget")
+    folds = strategy in ("summary_buffer", "compaction") or getattr(strategy, "summarizer", None) is not None
+    return merged, UNFOLDED_LIMIT if folds else 0
+
+
+def _priced(model: str) -> ModelInfo | None:
+    try:
+        return lookup_model(model)
+    except KeyError:  # a local or unlisted summarizer model: its tokens count, its cost is unknown
+        return None
+
+
+def _last_user_text(core: MemoryCore) -> str | None:
+    for unit in reversed(core.window.units):
+        if unit.kind == "user":
+            return unit.entries[0].message.text
+    return None
+
+
+def _with(state: SessionState, **changes: Any) -> SessionState:
+    return replace(state, **changes)
