@@ -123,7 +123,7 @@ def assemble(
     input_tokens = sum(tokens for _, tokens in inputs) if inputs else 0
     summary_tokens = summary.tokens if summary is not None else 0
     kept_blocks = [b for b in blocks if b.text]
-    target = _user_target(inputs, units, stop, kept_blocks)
+    target = _user_target(inputs, units, stop, kept_blocks) if kept_blocks else None
     blocks_message, augmented, blocks_tokens = _render_blocks(counter, kept_blocks, template, target)
 
     start = 0
