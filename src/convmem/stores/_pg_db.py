@@ -7,10 +7,10 @@ from any driver text, too).
 
 Both drivers run the flows of :mod:`convmem.stores._pg_ops` the same way:
 
-* a connection comes from a psycopg pool whose ``check`` drops a connection
-  the server has closed while it sat idle (a readable socket on an idle
-  connection means an error or EOF is waiting), at the cost of one ``poll``
-  instead of a round trip;
+* a connection comes from a psycopg pool; one the server closed while it sat
+  idle (a readable socket on an idle connection means an error or EOF is
+  waiting) is dropped at checkout, at the cost of one ``select`` instead of a
+  round trip, and another is taken;
 * when the connection is lost midway (``pg_terminate_backend``, a restart),
   an operation is started again, up to three times, if that is safe: reads
   and idempotent writes always (see :mod:`._pg_ops`), other transactions when
@@ -77,11 +77,12 @@ class Settings:
         return cls(url, schema, where, _as_str(params.get("password")), min_size, max_size, timeout)
 
     def kwargs(self) -> dict[str, Any]:
-        options = str(conninfo_to_dict(self.url).get("options") or "")
+        params = conninfo_to_dict(self.url)
+        options = str(params.get("options") or "")
         return {
             "autocommit": True,
             "connect_timeout": max(1, round(self.timeout)),
-            "application_name": "convmem",
+            "application_name": params.get("application_name") or "convmem",
             "options": f"{options} -c search_path={self.schema}".strip(),
         }
 
@@ -113,8 +114,11 @@ def convert(exc: BaseException, settings: Settings, what: str, *, unknown: bool 
 
 
 def _lost(exc: BaseException) -> bool:
-    """The connection (not the statement) failed: a fresh connection may succeed."""
-    return isinstance(exc, PoolTimeout | psycopg.OperationalError | psycopg.InterfaceError) and not isinstance(
+    """The connection (not the statement) failed: a fresh connection may succeed.
+
+    A PoolTimeout is not one: it has already waited as long as the caller allowed.
+    """
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and not isinstance(
         exc, pg_errors.QueryCanceled
     )
 
@@ -125,10 +129,17 @@ def _retry(op: Op[Any], exc: BaseException, committing: bool) -> bool:
     return _lost(exc) and (op.retry or (op.mode != "statement" and not committing))
 
 
-def _closed_by_server(fileno: int) -> bool:
-    # An idle connection has nothing to read; something there is the server's goodbye (or EOF).
+def _stale(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """The server closed this idle connection (a terminated backend, a restart): it cannot be used.
+
+    An idle connection has nothing to read, so anything there is the server's
+    goodbye (or EOF). Checked on every checkout: one ``select`` instead of a
+    round trip, and unlike the pool's ``check`` hook, no back-off sleep after it.
+    """
+    if conn.closed:
+        return True
     try:
-        return bool(select.select([fileno], [], [], 0)[0])
+        return bool(select.select([conn.fileno()], [], [], 0)[0])
     except (OSError, ValueError):
         return True
 
@@ -199,11 +210,6 @@ def _run_sync(conn: psycopg.Connection[Any], flow: Flow[T]) -> T:
             error = UniqueViolation(exc.diag.message_detail or str(exc))
 
 
-def _check_sync(conn: psycopg.Connection[Any]) -> None:
-    if conn.closed or _closed_by_server(conn.fileno()):
-        raise psycopg.OperationalError("the server closed the connection")
-
-
 class SyncDriver:
     """Runs operations on a ``psycopg_pool.ConnectionPool``."""
 
@@ -216,7 +222,6 @@ class SyncDriver:
             min_size=settings.min_size,
             max_size=settings.max_size,
             open=False,
-            check=_check_sync,
             timeout=settings.timeout,
             name="convmem",
         )
@@ -233,10 +238,15 @@ class SyncDriver:
             raise convert(exc, self.settings, what) from None
 
     def run(self, op: Op[T]) -> T:
-        for attempt in range(RETRIES + 1):
+        attempt = stale = 0
+        while True:
             committing = False
             try:
                 with self.pool.connection() as conn:
+                    if _stale(conn) and stale <= self.settings.max_size:
+                        conn.close()  # the pool drops it and opens another; nothing was sent, so just go again
+                        stale += 1
+                        continue
                     if op.mode == "statement":
                         return _run_sync(conn, op.start(attempt > 0))
                     with conn.transaction():
@@ -248,8 +258,8 @@ class SyncDriver:
             except (psycopg.Error, PoolTimeout, UniqueViolation) as exc:
                 if attempt == RETRIES or not _retry(op, exc, committing):
                     raise convert(exc, self.settings, op.what, unknown=committing and _lost(exc)) from None
-                time.sleep(0.05 * 2**attempt)
-        raise AssertionError("unreachable")  # pragma: no cover
+                time.sleep(0.02 * 2.0**attempt)
+                attempt += 1
 
     def close(self) -> None:
         self.pool.close()
@@ -269,11 +279,6 @@ async def _run_async(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
             rows = await cursor.fetchall() if cursor.description is not None else []
         except pg_errors.UniqueViolation as exc:
             error = UniqueViolation(exc.diag.message_detail or str(exc))
-
-
-async def _check_async(conn: psycopg.AsyncConnection[Any]) -> None:
-    if conn.closed or _closed_by_server(conn.fileno()):
-        raise psycopg.OperationalError("the server closed the connection")
 
 
 class AsyncDriver:
@@ -299,7 +304,6 @@ class AsyncDriver:
                     min_size=self.settings.min_size,
                     max_size=self.settings.max_size,
                     open=False,
-                    check=_check_async,
                     timeout=self.settings.timeout,
                     name="convmem",
                 )
@@ -309,10 +313,15 @@ class AsyncDriver:
 
     async def run(self, op: Op[T]) -> T:
         pool = self.pool or await self._open()
-        for attempt in range(RETRIES + 1):
+        attempt = stale = 0
+        while True:
             committing = False
             try:
                 async with pool.connection() as conn:
+                    if _stale(conn) and stale <= self.settings.max_size:
+                        await conn.close()  # see SyncDriver.run
+                        stale += 1
+                        continue
                     if op.mode == "statement":
                         return await _run_async(conn, op.start(attempt > 0))
                     async with conn.transaction():
@@ -324,8 +333,8 @@ class AsyncDriver:
             except (psycopg.Error, PoolTimeout, UniqueViolation) as exc:
                 if attempt == RETRIES or not _retry(op, exc, committing):
                     raise convert(exc, self.settings, op.what, unknown=committing and _lost(exc)) from None
-                await asyncio.sleep(0.05 * 2**attempt)
-        raise AssertionError("unreachable")  # pragma: no cover
+                await asyncio.sleep(0.02 * 2.0**attempt)
+                attempt += 1
 
     async def close(self) -> None:
         if self.pool is not None:
