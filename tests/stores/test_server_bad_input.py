@@ -18,6 +18,7 @@ import pytest
 import convmem.stores
 from convmem import ConfigurationError, StoreError
 from convmem.stores import open_store
+from convmem.stores._pg_sql import MIGRATIONS
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.redis import RedisStore
 from convmem.testing import numbered
@@ -181,6 +182,6 @@ def test_processes_starting_at_once_migrate_once(schema: str) -> None:
     assert errors == []
     with psycopg.connect(PG_URL) as conn:
         names = conn.execute(f"SELECT name FROM {schema}.schema_migrations".encode()).fetchall()
-    assert [n for (n,) in names] == ["0001_sessions_and_messages"]
+    assert [n for (n,) in names] == [name for name, _ in MIGRATIONS]
     for store in stores:
         store.close()

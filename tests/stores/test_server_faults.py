@@ -61,6 +61,7 @@ class Writers:
     errors: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _readers: list[threading.Thread] = field(default_factory=list)
+    _seen: set[int] = field(default_factory=set)  # pids of writers that printed a line
 
     def start(self, backend: str, url: str, namespace: str, tag: str, threads: int, each: int, sessions: int) -> None:
         args = [sys.executable, WRITER, backend, url, namespace, tag, str(threads), str(each), str(sessions)]
@@ -75,6 +76,7 @@ class Writers:
         for line in proc.stdout:
             status, session, ids, rest = line.rstrip("\n").split(" ", 3)
             with self._lock:
+                self._seen.add(proc.pid)
                 if status == "ok":
                     self.batches.append(ids.split(","))
                     for message_id, seq in zip(ids.split(","), rest.split(","), strict=True):
@@ -90,14 +92,21 @@ class Writers:
     def running(self) -> bool:
         return any(p.poll() is None for p in self.procs)
 
+    def started(self) -> bool:
+        """Every writer has acknowledged something (so each has opened its store)."""
+        with self._lock:
+            return len(self._seen) == len(self.procs)
+
     def wait(self, timeout: float = 120) -> None:
-        for proc in self.procs:
-            assert proc.wait(timeout=timeout) == 0
-        for reader in self._readers:
-            reader.join()
-        for proc in self.procs:
-            assert proc.stdout is not None
-            proc.stdout.close()
+        try:
+            codes = [proc.wait(timeout=timeout) for proc in self.procs]
+            for reader in self._readers:
+                reader.join()
+        finally:
+            for proc in self.procs:
+                assert proc.stdout is not None
+                proc.stdout.close()
+        assert codes == [0] * len(self.procs)
 
 
 def check(store: Any, writers: Writers, sessions: int) -> int:
@@ -259,7 +268,7 @@ def test_postgres_backends_terminated_mid_stream_lose_no_acknowledged_message(tm
         writers.start("postgres", url, schema, f"p{n}", threads=2, each=300, sessions=8)
     kills = 0
     with psycopg.connect(PG_URL, autocommit=True) as admin:
-        while writers.count() < 200 and writers.running():
+        while not writers.started() and writers.running():  # kill mid-stream, not while a writer starts up
             time.sleep(0.01)
         while writers.running():
             rows = admin.execute(
@@ -289,8 +298,8 @@ def test_a_retried_write_recognises_its_own_committed_attempt(backend: str, tmp_
     args: tuple[Any, ...] = () if backend == "postgres" else (store.keys,)
 
     def twice(op: Any) -> Any:
-        first = store._db.run(op)
-        again = store._db.run(dataclasses.replace(op, start=lambda retried: op.start(True)))
+        first = store.db.run(op)
+        again = store.db.run(dataclasses.replace(op, start=lambda retried: op.start(True)))
         assert again == first
         return first
 

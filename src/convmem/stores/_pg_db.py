@@ -228,8 +228,18 @@ class SyncDriver:
         self.pool.open(wait=False)
 
     def _migrate(self) -> None:
-        with psycopg.connect(self.settings.url, **self.settings.kwargs()) as conn, conn.transaction():
-            _run_sync(conn, migrate(self.settings.schema))
+        # Losing an established connection (a terminated backend) is retried: migrating is idempotent under
+        # the lock. Failing to connect is not: the server is unreachable or refuses us, and saying so is better.
+        for attempt in range(RETRIES + 1):
+            conn = psycopg.connect(self.settings.url, **self.settings.kwargs())
+            try:
+                with conn, conn.transaction():
+                    _run_sync(conn, migrate(self.settings.schema))
+                return
+            except psycopg.Error as exc:
+                if attempt == RETRIES or not _lost(exc):
+                    raise
+            time.sleep(0.02 * 2.0**attempt)
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
         try:
@@ -293,9 +303,7 @@ class AsyncDriver:
         async with self._opening:
             if self.pool is None:
                 try:
-                    conn = await psycopg.AsyncConnection.connect(self.settings.url, **self.settings.kwargs())
-                    async with conn, conn.transaction():
-                        await _run_async(conn, migrate(self.settings.schema))
+                    await self._migrate()
                 except (psycopg.Error, UniqueViolation) as exc:
                     raise convert(exc, self.settings, "open the store") from None
                 pool = AsyncConnectionPool(
@@ -310,6 +318,18 @@ class AsyncDriver:
                 await pool.open(wait=False)
                 self.pool = pool
             return self.pool
+
+    async def _migrate(self) -> None:
+        for attempt in range(RETRIES + 1):  # see SyncDriver._migrate
+            conn = await psycopg.AsyncConnection.connect(self.settings.url, **self.settings.kwargs())
+            try:
+                async with conn, conn.transaction():
+                    await _run_async(conn, migrate(self.settings.schema))
+                return
+            except psycopg.Error as exc:
+                if attempt == RETRIES or not _lost(exc):
+                    raise
+            await asyncio.sleep(0.02 * 2.0**attempt)
 
     async def run(self, op: Op[T]) -> T:
         pool = self.pool or await self._open()

@@ -70,6 +70,60 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             "CREATE INDEX messages_pinned ON messages (session_id, seq) WHERE role IN ('system', 'developer')",
         ),
     ),
+    (
+        "0002_long_term_memory",
+        (
+            # Facts are inserted and ended, never deleted; the validity columns serve valid_at queries.
+            """
+        CREATE TABLE facts (
+            id text PRIMARY KEY,
+            user_key text NOT NULL,
+            payload text NOT NULL,
+            valid_from timestamptz NOT NULL,
+            valid_to timestamptz
+        )
+        """,
+            "CREATE INDEX facts_by_user ON facts (user_key, valid_from)",
+            """
+        CREATE TABLE blocks (
+            scope_key text NOT NULL,
+            name text NOT NULL,
+            payload text NOT NULL,
+            version bigint NOT NULL,
+            PRIMARY KEY (scope_key, name)
+        )
+        """,
+            # Recall documents with their lexical index: the key weighs A, the previous turn's text B.
+            """
+        CREATE TABLE recall_docs (
+            number bigserial PRIMARY KEY,
+            message_id text NOT NULL UNIQUE,
+            user_key text NOT NULL,
+            session_id text NOT NULL,
+            seq bigint NOT NULL,
+            role text NOT NULL,
+            created_at text NOT NULL,
+            text text NOT NULL,
+            key text NOT NULL,
+            context text NOT NULL,
+            tsv tsvector GENERATED ALWAYS AS (
+                setweight(to_tsvector('english', key), 'A') || setweight(to_tsvector('english', context), 'B')
+            ) STORED
+        )
+        """,
+            "CREATE INDEX recall_docs_by_user ON recall_docs (user_key, number)",
+            "CREATE INDEX recall_docs_tsv ON recall_docs USING gin (tsv)",
+            """
+        CREATE TABLE embeddings (
+            message_id text NOT NULL,
+            model text NOT NULL,
+            dim integer NOT NULL,
+            vector bytea NOT NULL,
+            PRIMARY KEY (message_id, model)
+        )
+        """,
+        ),
+    ),
 ]
 
 ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('convmem.migrate:' || %s))"
@@ -174,3 +228,66 @@ COUNT_RANGE = f"SELECT count(*), coalesce(sum(m.tokens), 0) {_SEGMENTS}"
 DELETE_MESSAGES = "DELETE FROM messages WHERE session_id = %s AND seq = ANY(%s) RETURNING tokens"
 DELETE_AFTER = "DELETE FROM messages WHERE session_id = %s AND seq > %s RETURNING tokens"
 DELETE_ALL = "DELETE FROM messages WHERE session_id = %s"
+
+# -- long-term memory (0002) ----------------------------------------------------------------------
+INSERT_FACT = "INSERT INTO facts (id, user_key, payload, valid_from, valid_to) VALUES (%s, %s, %s, %s, %s)"
+FACT_EXISTS = "SELECT 1 FROM facts WHERE id = %s"
+FACT_OWNER = "SELECT user_key FROM facts WHERE id = %s"
+# Ending a fact: only if it is still open (a concurrent writer that ended it first wins).
+UPDATE_FACT = (
+    "UPDATE facts SET payload = %s, valid_to = %s WHERE id = %s AND user_key = %s AND valid_to IS NULL RETURNING id"
+)
+LIST_FACTS = "SELECT payload FROM facts WHERE user_key = %s"
+LIST_OPEN_FACTS = "SELECT payload FROM facts WHERE user_key = %s AND valid_to IS NULL"
+LIST_FACTS_AT = (
+    "SELECT payload FROM facts WHERE user_key = %s AND valid_from <= %s AND (valid_to IS NULL OR valid_to > %s)"
+)
+
+SELECT_BLOCK = "SELECT payload FROM blocks WHERE scope_key = %s AND name = %s"
+# Optimistic save: insert the first version, or replace the expected one; no row back means a lost race.
+INSERT_BLOCK = (
+    "INSERT INTO blocks (scope_key, name, payload, version) VALUES (%s, %s, %s, %s) "
+    "ON CONFLICT (scope_key, name) DO NOTHING RETURNING version"
+)
+UPDATE_BLOCK = (
+    "UPDATE blocks SET payload = %s, version = %s WHERE scope_key = %s AND name = %s AND version = %s RETURNING version"
+)
+LIST_BLOCKS = "SELECT payload FROM blocks WHERE scope_key = %s ORDER BY name"
+
+INSERT_RECALL_DOCS = """
+    INSERT INTO recall_docs (message_id, user_key, session_id, seq, role, created_at, text, key, context)
+    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[],
+                         %s::text[], %s::text[])
+    ORDER BY 1 = 1  -- keep the given order, so numbers follow it
+    ON CONFLICT (message_id) DO NOTHING
+"""
+LOAD_RECALL_DOCS = (
+    "SELECT message_id, session_id, seq, role, created_at, text, key, context FROM recall_docs "
+    "WHERE user_key = %s ORDER BY number"
+)
+UPSERT_VECTORS = """
+    INSERT INTO embeddings (message_id, model, dim, vector)
+    SELECT m, %s, %s, v FROM unnest(%s::text[], %s::bytea[]) AS u (m, v)
+    ON CONFLICT (message_id, model) DO UPDATE SET dim = excluded.dim, vector = excluded.vector
+"""
+LOAD_VECTORS = (
+    "SELECT d.message_id, e.dim, e.vector FROM recall_docs d JOIN embeddings e ON e.message_id = d.message_id "
+    "WHERE d.user_key = %s AND e.model = %s ORDER BY d.number"
+)
+# The query's own lexemes, OR-ed (plainto_tsquery would AND them), each quoted so that no user text is read
+# as tsquery syntax. ts_rank weighs the key (A) twice the context (B), as the in-process index does.
+SEARCH_RECALL = """
+    WITH q AS (
+        SELECT nullif(array_to_string(array(
+            -- '...' around each lexeme, its backslashes (chr 92) and quotes (chr 39) doubled: tsquery quoting
+            SELECT chr(39) || replace(replace(lexeme, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39))
+                || chr(39)
+            FROM unnest(to_tsvector('english', %(query)s)) LIMIT 64), ' | '), '')::tsquery AS tsq
+    )
+    SELECT d.message_id, ts_rank('{0, 0, 0.5, 1}', d.tsv, q.tsq, 1) AS score
+    FROM q, recall_docs d
+    WHERE d.tsv @@ q.tsq AND d.user_key = %(user)s
+    ORDER BY score DESC, d.number
+    LIMIT %(limit)s
+"""
+HAS_PGVECTOR = "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'"

@@ -15,6 +15,12 @@ Keys (``P`` is the store's prefix, ``U`` a user key: ``-`` for no user, ``=`` + 
 ``P r:U``          sorted set: the user's live sessions by last update (score = epoch microseconds)
 ``P l:U``          sorted set: the user's live session ids, all at score 0 (prefix lookup by lex range)
 ``P ids:U``        hash: message id -> ``seq:session`` (duplicate ids, idempotent retries)
+``P f:U``          hash: fact id -> fact JSON; ``P fo:U``: set of the ids of open facts
+``P b:S``          hash: block name -> block JSON (``S``: the scope, keyed like a user)
+``P bv:S``         hash: block name -> version
+``P d:U``          hash: message id -> recall document JSON; ``P dl:U``: list of those ids, in order
+``P dk``           hash: message id -> U, for vectors (saved without a user)
+``P v:U:model``    hash: message id -> float32 vector bytes
 =================  ==========================================================================
 
 A message is stored as the member ``seq|tokens|idlen|id`` followed by its
@@ -286,6 +292,55 @@ touch(sid, ukey, ARGV[6], ARGV[7])
 return {'ok'}
 """
 
+# ARGV: P, TTL, then per fact (user key, id, JSON, open 1/0, changed 1/0). Changed facts must be stored and
+# open, added ones absent; then all are written.
+_WRITE_FACTS = """
+for i = 3, #ARGV, 5 do
+  local ukey, id, changed = ARGV[i], ARGV[i + 1], ARGV[i + 4] == '1'
+  local stored = redis.call('HEXISTS', k('f', ukey), id) == 1
+  if changed and not stored then return {'missing', id} end
+  if changed and redis.call('SISMEMBER', k('fo', ukey), id) == 0 then return {'ended', id} end
+  if not changed and stored then return {'exists', id} end
+end
+for i = 3, #ARGV, 5 do
+  local ukey, id = ARGV[i], ARGV[i + 1]
+  redis.call('HSET', k('f', ukey), id, ARGV[i + 2])
+  if ARGV[i + 3] == '1' then redis.call('SADD', k('fo', ukey), id) else redis.call('SREM', k('fo', ukey), id) end
+end
+return {'ok'}
+"""
+
+# ARGV: P, TTL, scope key, name, JSON, expected version. Returns {'ok'} or {'conflict', found version}.
+_SAVE_BLOCK = """
+local skey, name, expected = ARGV[3], ARGV[4], tonumber(ARGV[6])
+local found = tonumber(redis.call('HGET', k('bv', skey), name) or '0')
+if found ~= expected then return {'conflict', found} end
+redis.call('HSET', k('b', skey), name, ARGV[5])
+redis.call('HSET', k('bv', skey), name, expected + 1)
+return {'ok'}
+"""
+
+# ARGV: P, TTL, then per document (user key, message id, JSON). A message id already stored is skipped.
+_SAVE_DOCS = """
+for i = 3, #ARGV, 3 do
+  local ukey, id = ARGV[i], ARGV[i + 1]
+  if redis.call('HSETNX', k('d', ukey), id, ARGV[i + 2]) == 1 then
+    redis.call('RPUSH', k('dl', ukey), id)
+    redis.call('HSET', P .. 'dk', id, ukey)
+  end
+end
+return 1
+"""
+
+# ARGV: P, TTL, model, then per vector (message id, bytes). Vectors of unknown documents are dropped.
+_SAVE_VECTORS = """
+for i = 4, #ARGV, 2 do
+  local ukey = redis.call('HGET', P .. 'dk', ARGV[i])
+  if ukey then redis.call('HSET', k('v', ukey .. ':' .. ARGV[3]), ARGV[i], ARGV[i + 1]) end
+end
+return 1
+"""
+
 SCRIPTS: dict[str, str] = {
     name: _PRELUDE + body
     for name, body in {
@@ -297,5 +352,9 @@ SCRIPTS: dict[str, str] = {
         "expire": _EXPIRE,
         "fork": _FORK,
         "import": _IMPORT,
+        "write_facts": _WRITE_FACTS,
+        "save_block": _SAVE_BLOCK,
+        "save_docs": _SAVE_DOCS,
+        "save_vectors": _SAVE_VECTORS,
     }.items()
 }

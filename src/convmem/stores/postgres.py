@@ -26,18 +26,11 @@ Design:
   port, never the password, in one place (:mod:`convmem.stores._pg_db`),
   which also retries safely when a connection is lost.
 
-Recall:
-
-* Lexical: ``messages.tsv`` is a stored ``tsvector`` (``english`` config)
-  with a GIN index; :meth:`PostgresStore.search` ORs the query's lexemes
-  (user text is never parsed as tsquery syntax) and ranks with ``ts_rank_cd``.
-* Dense: the server here has no pgvector (``pg_available_extensions`` lists
-  no ``vector``; :attr:`PostgresStore.has_pgvector` tells at run time). Without
-  it, vectors would be kept as float32 ``bytea`` and scored exactly with numpy
-  in the client, which reads all of one user's vectors per query: fine up to
-  about 100k vectors of 384 dimensions per user (150 MB read, ~0.1-0.3 s);
-  beyond that, install pgvector. Dense recall is not wired into this store
-  yet: :class:`~convmem.longterm.recall.RecallIndex` keeps its own vectors.
+Long-term memory (facts, working blocks, recall with a ``tsvector`` GIN
+index and float32 vectors) lives in the same schema:
+:mod:`convmem.stores.postgres_longterm`, which also explains how pgvector is
+detected (:meth:`PostgresStore.has_pgvector`;
+not installed here) and the scale limit of the numpy fallback.
 
 Example::
 
@@ -72,15 +65,14 @@ from . import _pg_sessions as sessions
 from ._common import Segment, check_batch
 from ._pg_db import AsyncDriver, Settings, SyncDriver
 from ._pg_ops import Query
+from ._pg_sql import HAS_PGVECTOR
 from .base import LoadedSession, SessionInfo, SessionState, StoredMessage
 
 __all__ = ["AsyncPostgresStore", "PostgresStore"]
 
-_HAS_PGVECTOR = "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'"
-
 
 def _has_pgvector() -> ops.Flow[bool]:
-    [(count,)] = yield Query(_HAS_PGVECTOR)
+    [(count,)] = yield Query(HAS_PGVECTOR)
     return bool(count)
 
 
@@ -110,13 +102,12 @@ class PostgresStore:
         timeout: float = 30.0,
     ) -> None:
         self.settings = Settings.of(url, schema, min_size, max_size, timeout)
-        self._db = SyncDriver(self.settings)
+        self.db = SyncDriver(self.settings)  # runs the operations; the long-term stores share it
         self.rows_read = 0  # rows returned by load(); lets the conformance suite see load skip the archive
 
-    @property
     def has_pgvector(self) -> bool:
         """Whether the server offers the pgvector extension."""
-        return self._db.run(ops.Op("look for pgvector", lambda retried: _has_pgvector()))
+        return self.db.run(ops.Op("look for pgvector", lambda retried: _has_pgvector()))
 
     def append(
         self,
@@ -129,41 +120,41 @@ class PostgresStore:
         check_batch(messages)
         if not messages:
             return []  # a session is created by its first message, not by an empty batch
-        return self._db.run(ops.append(session_id, messages, user_id, model))
+        return self.db.run(ops.append(session_id, messages, user_id, model))
 
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
-        loaded = self._db.run(ops.load(session_id, user_id, unfolded_limit))
+        loaded = self.db.run(ops.load(session_id, user_id, unfolded_limit))
         self.rows_read += len(loaded.pinned) + len(loaded.window) + len(loaded.unfolded)
         return loaded
 
     def save_state(
         self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
     ) -> SessionState:
-        return self._db.run(ops.save_state(session_id, state, expected_version, user_id))
+        return self.db.run(ops.save_state(session_id, state, expected_version, user_id))
 
     def messages(
         self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
     ) -> Iterator[StoredMessage]:
-        segs, last = self._db.run(ops.segments_of(session_id, user_id, to_seq))
+        segs, last = self.db.run(ops.segments_of(session_id, user_id, to_seq))
         return self._pages(segs, from_seq, last)
 
     def _pages(self, segs: list[Segment], lo: int, hi: int) -> Iterator[StoredMessage]:
         # One short query per page: a caller that iterates slowly holds no connection.
         while lo <= hi:
-            rows = self._db.run(ops.page(segs, lo, hi))
+            rows = self.db.run(ops.page(segs, lo, hi))
             yield from rows
             if len(rows) < ops.PAGE:
                 return
             lo = rows[-1].seq + 1
 
     def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        self._db.run(ops.delete_messages(session_id, seqs, user_id))
+        self.db.run(ops.delete_messages(session_id, seqs, user_id))
 
     def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
-        return self._db.run(sessions.get_session(session_id, user_id))
+        return self.db.run(sessions.get_session(session_id, user_id))
 
     def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        return self._db.run(sessions.list_sessions(user_id, limit))
+        return self.db.run(sessions.list_sessions(user_id, limit))
 
     def update_session(
         self,
@@ -173,25 +164,25 @@ class PostgresStore:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
-        return self._db.run(sessions.update_session(session_id, user_id, title, metadata))
+        return self.db.run(sessions.update_session(session_id, user_id, title, metadata))
 
     def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
-        self._db.run(sessions.delete_session(session_id, user_id))
+        self.db.run(sessions.delete_session(session_id, user_id))
 
     def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
-        return self._db.run(sessions.expire(older_than, user_id))
+        return self.db.run(sessions.expire(older_than, user_id))
 
     def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
-        return self._db.run(sessions.fork(session_id, at_seq, user_id))
+        return self.db.run(sessions.fork(session_id, at_seq, user_id))
 
     def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
-        return self._db.run(sessions.export_jsonl(session_id, user_id))
+        return self.db.run(sessions.export_jsonl(session_id, user_id))
 
     def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
-        return self._db.run(sessions.import_jsonl(data, user_id))
+        return self.db.run(sessions.import_jsonl(data, user_id))
 
     def close(self) -> None:
-        self._db.close()
+        self.db.close()
 
 
 class AsyncPostgresStore:
@@ -210,12 +201,12 @@ class AsyncPostgresStore:
         timeout: float = 30.0,
     ) -> None:
         self.settings = Settings.of(url, schema, min_size, max_size, timeout)
-        self._db = AsyncDriver(self.settings)
+        self.db = AsyncDriver(self.settings)
         self.rows_read = 0
 
     async def has_pgvector(self) -> bool:
         """Whether the server offers the pgvector extension."""
-        return await self._db.run(ops.Op("look for pgvector", lambda retried: _has_pgvector()))
+        return await self.db.run(ops.Op("look for pgvector", lambda retried: _has_pgvector()))
 
     async def append(
         self,
@@ -228,26 +219,26 @@ class AsyncPostgresStore:
         check_batch(messages)
         if not messages:
             return []
-        return await self._db.run(ops.append(session_id, messages, user_id, model))
+        return await self.db.run(ops.append(session_id, messages, user_id, model))
 
     async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
-        loaded = await self._db.run(ops.load(session_id, user_id, unfolded_limit))
+        loaded = await self.db.run(ops.load(session_id, user_id, unfolded_limit))
         self.rows_read += len(loaded.pinned) + len(loaded.window) + len(loaded.unfolded)
         return loaded
 
     async def save_state(
         self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
     ) -> SessionState:
-        return await self._db.run(ops.save_state(session_id, state, expected_version, user_id))
+        return await self.db.run(ops.save_state(session_id, state, expected_version, user_id))
 
     async def messages(
         self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
     ) -> list[StoredMessage]:
-        segs, hi = await self._db.run(ops.segments_of(session_id, user_id, to_seq))
+        segs, hi = await self.db.run(ops.segments_of(session_id, user_id, to_seq))
         out: list[StoredMessage] = []
         lo = from_seq
         while lo <= hi:
-            rows = await self._db.run(ops.page(segs, lo, hi))
+            rows = await self.db.run(ops.page(segs, lo, hi))
             out += rows
             if len(rows) < ops.PAGE:
                 break
@@ -255,13 +246,13 @@ class AsyncPostgresStore:
         return out
 
     async def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        await self._db.run(ops.delete_messages(session_id, seqs, user_id))
+        await self.db.run(ops.delete_messages(session_id, seqs, user_id))
 
     async def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
-        return await self._db.run(sessions.get_session(session_id, user_id))
+        return await self.db.run(sessions.get_session(session_id, user_id))
 
     async def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        return await self._db.run(sessions.list_sessions(user_id, limit))
+        return await self.db.run(sessions.list_sessions(user_id, limit))
 
     async def update_session(
         self,
@@ -271,22 +262,22 @@ class AsyncPostgresStore:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
-        return await self._db.run(sessions.update_session(session_id, user_id, title, metadata))
+        return await self.db.run(sessions.update_session(session_id, user_id, title, metadata))
 
     async def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
-        await self._db.run(sessions.delete_session(session_id, user_id))
+        await self.db.run(sessions.delete_session(session_id, user_id))
 
     async def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
-        return await self._db.run(sessions.expire(older_than, user_id))
+        return await self.db.run(sessions.expire(older_than, user_id))
 
     async def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
-        return await self._db.run(sessions.fork(session_id, at_seq, user_id))
+        return await self.db.run(sessions.fork(session_id, at_seq, user_id))
 
     async def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
-        return await self._db.run(sessions.export_jsonl(session_id, user_id))
+        return await self.db.run(sessions.export_jsonl(session_id, user_id))
 
     async def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
-        return await self._db.run(sessions.import_jsonl(data, user_id))
+        return await self.db.run(sessions.import_jsonl(data, user_id))
 
     async def aclose(self) -> None:
-        await self._db.close()
+        await self.db.close()

@@ -28,12 +28,10 @@ Design:
   ``appendfsync always`` an acknowledged append survives a crash of Redis;
   with persistence off (a cache), a restart empties the store.
 
-Recall: RediSearch is detected with ``MODULE LIST`` (:meth:`RedisStore.has_search`);
-the Redis 7.0 here has no modules. Without it, dense recall must score
-exactly and in the client, over all of one user's vectors per query (about
-100k vectors of 384 float32 dimensions, 150 MB, per query at most); this
-store does not index messages for recall itself: use
-:class:`~convmem.longterm.recall.RecallIndex` beside it.
+Long-term memory (facts, working blocks, recall documents and vectors) lives
+under the same prefix: :mod:`convmem.stores.redis_longterm`, which also
+explains how RediSearch is detected (:meth:`RedisStore.has_search`; the Redis
+7.0 here has no modules) and the limits of the client-side fallback.
 
 Example::
 
@@ -108,12 +106,12 @@ class RedisStore:
     ) -> None:
         self.keys = _keys(prefix, ttl)
         self.settings = Settings.of(url, timeout, retry_for, max_connections)
-        self._db = SyncDriver(self.settings)
+        self.db = SyncDriver(self.settings)  # runs the operations; the long-term stores share it
         self.rows_read = 0  # rows returned by load(); lets the conformance suite see load skip the archive
 
     def has_search(self) -> bool:
         """Whether the server has the RediSearch module (vector search)."""
-        return self._db.run(ops.Op("list modules", lambda retried: _modules()))
+        return self.db.run(ops.Op("list modules", lambda retried: _modules()))
 
     def append(
         self,
@@ -126,40 +124,40 @@ class RedisStore:
         check_batch(messages)
         if not messages:
             return []  # a session is created by its first message, not by an empty batch
-        return self._db.run(ops.append(self.keys, session_id, messages, user_id, model))
+        return self.db.run(ops.append(self.keys, session_id, messages, user_id, model))
 
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
-        loaded = self._db.run(ops.load(self.keys, session_id, user_id, unfolded_limit))
+        loaded = self.db.run(ops.load(self.keys, session_id, user_id, unfolded_limit))
         self.rows_read += len(loaded.pinned) + len(loaded.window) + len(loaded.unfolded)
         return loaded
 
     def save_state(
         self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
     ) -> SessionState:
-        return self._db.run(ops.save_state(self.keys, session_id, state, expected_version, user_id))
+        return self.db.run(ops.save_state(self.keys, session_id, state, expected_version, user_id))
 
     def messages(
         self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
     ) -> Iterator[StoredMessage]:
-        segs, last = self._db.run(ops.segments_of(self.keys, session_id, user_id, to_seq))
+        segs, last = self.db.run(ops.segments_of(self.keys, session_id, user_id, to_seq))
         return self._pages(segs, from_seq, last)
 
     def _pages(self, segs: list[Segment], lo: int, hi: int) -> Iterator[StoredMessage]:
         while lo <= hi:
-            rows = self._db.run(ops.page(self.keys, segs, lo, hi))
+            rows = self.db.run(ops.page(self.keys, segs, lo, hi))
             yield from rows
             if len(rows) < ops.PAGE:
                 return
             lo = rows[-1].seq + 1
 
     def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        self._db.run(ops.delete_messages(self.keys, session_id, seqs, user_id))
+        self.db.run(ops.delete_messages(self.keys, session_id, seqs, user_id))
 
     def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
-        return self._db.run(ops.get_session(self.keys, session_id, user_id))
+        return self.db.run(ops.get_session(self.keys, session_id, user_id))
 
     def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        return self._db.run(ops.list_sessions(self.keys, user_id, limit))
+        return self.db.run(ops.list_sessions(self.keys, user_id, limit))
 
     def update_session(
         self,
@@ -169,25 +167,25 @@ class RedisStore:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
-        return self._db.run(sessions.update_session(self.keys, session_id, user_id, title, metadata))
+        return self.db.run(sessions.update_session(self.keys, session_id, user_id, title, metadata))
 
     def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
-        self._db.run(sessions.delete_session(self.keys, session_id, user_id))
+        self.db.run(sessions.delete_session(self.keys, session_id, user_id))
 
     def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
-        return self._db.run(sessions.expire(self.keys, older_than, user_id))
+        return self.db.run(sessions.expire(self.keys, older_than, user_id))
 
     def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
-        return self._db.run(sessions.fork(self.keys, session_id, at_seq, user_id))
+        return self.db.run(sessions.fork(self.keys, session_id, at_seq, user_id))
 
     def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
-        return self._db.run(sessions.export_jsonl(self.keys, session_id, user_id))
+        return self.db.run(sessions.export_jsonl(self.keys, session_id, user_id))
 
     def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
-        return self._db.run(sessions.import_jsonl(self.keys, data, user_id))
+        return self.db.run(sessions.import_jsonl(self.keys, data, user_id))
 
     def close(self) -> None:
-        self._db.close()
+        self.db.close()
 
 
 class AsyncRedisStore:
@@ -205,12 +203,12 @@ class AsyncRedisStore:
     ) -> None:
         self.keys = _keys(prefix, ttl)
         self.settings = Settings.of(url, timeout, retry_for, max_connections)
-        self._db = AsyncDriver(self.settings)
+        self.db = AsyncDriver(self.settings)
         self.rows_read = 0
 
     async def has_search(self) -> bool:
         """Whether the server has the RediSearch module (vector search)."""
-        return await self._db.run(ops.Op("list modules", lambda retried: _modules()))
+        return await self.db.run(ops.Op("list modules", lambda retried: _modules()))
 
     async def append(
         self,
@@ -223,26 +221,26 @@ class AsyncRedisStore:
         check_batch(messages)
         if not messages:
             return []
-        return await self._db.run(ops.append(self.keys, session_id, messages, user_id, model))
+        return await self.db.run(ops.append(self.keys, session_id, messages, user_id, model))
 
     async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
-        loaded = await self._db.run(ops.load(self.keys, session_id, user_id, unfolded_limit))
+        loaded = await self.db.run(ops.load(self.keys, session_id, user_id, unfolded_limit))
         self.rows_read += len(loaded.pinned) + len(loaded.window) + len(loaded.unfolded)
         return loaded
 
     async def save_state(
         self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
     ) -> SessionState:
-        return await self._db.run(ops.save_state(self.keys, session_id, state, expected_version, user_id))
+        return await self.db.run(ops.save_state(self.keys, session_id, state, expected_version, user_id))
 
     async def messages(
         self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
     ) -> list[StoredMessage]:
-        segs, hi = await self._db.run(ops.segments_of(self.keys, session_id, user_id, to_seq))
+        segs, hi = await self.db.run(ops.segments_of(self.keys, session_id, user_id, to_seq))
         out: list[StoredMessage] = []
         lo = from_seq
         while lo <= hi:
-            rows = await self._db.run(ops.page(self.keys, segs, lo, hi))
+            rows = await self.db.run(ops.page(self.keys, segs, lo, hi))
             out += rows
             if len(rows) < ops.PAGE:
                 break
@@ -250,13 +248,13 @@ class AsyncRedisStore:
         return out
 
     async def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        await self._db.run(ops.delete_messages(self.keys, session_id, seqs, user_id))
+        await self.db.run(ops.delete_messages(self.keys, session_id, seqs, user_id))
 
     async def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
-        return await self._db.run(ops.get_session(self.keys, session_id, user_id))
+        return await self.db.run(ops.get_session(self.keys, session_id, user_id))
 
     async def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        return await self._db.run(ops.list_sessions(self.keys, user_id, limit))
+        return await self.db.run(ops.list_sessions(self.keys, user_id, limit))
 
     async def update_session(
         self,
@@ -266,22 +264,22 @@ class AsyncRedisStore:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
-        return await self._db.run(sessions.update_session(self.keys, session_id, user_id, title, metadata))
+        return await self.db.run(sessions.update_session(self.keys, session_id, user_id, title, metadata))
 
     async def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
-        await self._db.run(sessions.delete_session(self.keys, session_id, user_id))
+        await self.db.run(sessions.delete_session(self.keys, session_id, user_id))
 
     async def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
-        return await self._db.run(sessions.expire(self.keys, older_than, user_id))
+        return await self.db.run(sessions.expire(self.keys, older_than, user_id))
 
     async def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
-        return await self._db.run(sessions.fork(self.keys, session_id, at_seq, user_id))
+        return await self.db.run(sessions.fork(self.keys, session_id, at_seq, user_id))
 
     async def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
-        return await self._db.run(sessions.export_jsonl(self.keys, session_id, user_id))
+        return await self.db.run(sessions.export_jsonl(self.keys, session_id, user_id))
 
     async def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
-        return await self._db.run(sessions.import_jsonl(self.keys, data, user_id))
+        return await self.db.run(sessions.import_jsonl(self.keys, data, user_id))
 
     async def aclose(self) -> None:
-        await self._db.close()
+        await self.db.close()

@@ -1,0 +1,214 @@
+"""Long-term memory in PostgreSQL: facts, working blocks, and recall with ``tsvector`` + vectors.
+
+Each class runs on a :class:`~convmem.stores.postgres.PostgresStore`'s pool
+(pass the store) or opens its own (pass a URL, or nothing for
+``$CONVMEM_POSTGRES_URL``); the tables come from migration
+``0002_long_term_memory`` in :mod:`convmem.stores._pg_sql`, so one schema
+holds sessions and long-term memory. Every write is one transaction or one
+statement; every read is scoped by user (or block scope).
+
+* :class:`PostgresFactStore`: ending a fact is ``UPDATE ... WHERE valid_to IS
+  NULL``; if a concurrent writer ended it first, the whole write rolls back
+  with :class:`~convmem.errors.ConflictError`.
+* :class:`PostgresBlockStore`: the version in the ``WHERE`` clause is the
+  optimistic check.
+* :class:`PostgresRecallStore` (a :class:`~convmem.longterm.recallstore.LexicalRecallStore`):
+  a stored ``tsvector`` (``english``: stemming, stop words) over each
+  document's key (weight A) and the previous turn's text (weight B), with a
+  GIN index. A query ORs its own lexemes, each quoted, so no user text is ever
+  tsquery syntax; ``ts_rank`` weighs the key twice the context.
+
+Dense recall: vectors are float32 ``bytea`` rows, loaded per user and scored
+exactly with numpy in the client by :class:`~convmem.longterm.recall.RecallIndex`
+(100k vectors of 384 dimensions per user is about 150 MB and a few
+milliseconds per query; past a few hundred thousand per user, use an ANN
+index). pgvector would let the server do it: :meth:`PostgresRecallStore.has_pgvector`
+detects it, but it is not installed on the machine these stores were built
+and tested on, so no pgvector path is shipped (an untested one would be a guess).
+
+Example::
+
+    store = PostgresStore("postgresql://app@db/chat")
+    facts = Facts(PostgresFactStore(store))
+    recall = RecallIndex(store=PostgresRecallStore(store), embedder=HashingEmbedder())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ..errors import ConflictError
+from ..longterm._np import np
+from ..longterm._partition import RecallDoc
+from ..longterm.blockstore import BlockRecord, check_save
+from ..longterm.facts import Fact
+from ..longterm.factstore import select_facts
+from . import _pg_sql as sql
+from ._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json
+from ._pg_ops import Flow, Mode, Op, Query, user_key
+from .codec import decode_datetime, encode_datetime
+from .postgres import PostgresStore
+
+__all__ = ["PostgresBlockStore", "PostgresFactStore", "PostgresRecallStore"]
+
+T = TypeVar("T")
+
+
+class _Shared:
+    def __init__(self, target: PostgresStore | str | None = None, *, schema: str = "convmem") -> None:
+        if isinstance(target, PostgresStore):
+            self.store, self._owned = target, False
+        else:
+            self.store, self._owned = PostgresStore(target, schema=schema), True
+
+    def _run(self, what: str, flow: Callable[[], Flow[T]], mode: Mode = "statement", *, retry: bool = True) -> T:
+        return self.store.db.run(Op(what, lambda retried: flow(), mode, retry))
+
+    def close(self) -> None:
+        if self._owned:
+            self.store.close()
+
+
+class PostgresFactStore(_Shared):
+    """A :class:`~convmem.longterm.facts.FactStore` in PostgreSQL."""
+
+    def write_facts(self, added: Sequence[Fact], changed: Sequence[Fact]) -> None:
+        def flow() -> Flow[None]:
+            for fact in changed:
+                params = (fact_to_json(fact), fact.valid_to, fact.id, user_key(fact.user_id))
+                if not (yield Query(sql.UPDATE_FACT, params)):
+                    found = yield Query(sql.FACT_OWNER, (fact.id,))
+                    if not found or found[0][0] != user_key(fact.user_id):
+                        raise ConflictError(f"fact {fact.id!r} does not exist for user {fact.user_id!r}")
+                    raise ConflictError(f"fact {fact.id!r} was already ended; reload and retry")
+            for fact in added:
+                if (yield Query(sql.FACT_EXISTS, (fact.id,))):
+                    raise ConflictError(f"fact {fact.id!r} already exists")
+                row = (fact.id, user_key(fact.user_id), fact_to_json(fact), fact.valid_from, fact.valid_to)
+                yield Query(sql.INSERT_FACT, row)
+
+        self._run("write facts", flow, "transaction", retry=False)
+
+    def list_facts(
+        self, *, user_id: str | None, valid_at: datetime | None = None, open_only: bool = False
+    ) -> list[Fact]:
+        key = user_key(user_id)
+        if valid_at is not None:
+            query = Query(sql.LIST_FACTS_AT, (key, valid_at, valid_at))
+        else:
+            query = Query(sql.LIST_OPEN_FACTS if open_only else sql.LIST_FACTS, (key,))
+
+        def flow() -> Flow[list[Fact]]:
+            rows = yield query
+            return select_facts([fact_from_json(p) for (p,) in rows], valid_at=valid_at, open_only=open_only)
+
+        return self._run("list facts", flow)
+
+
+class PostgresBlockStore(_Shared):
+    """A :class:`~convmem.longterm.blockstore.BlockStore` in PostgreSQL."""
+
+    def load_block(self, scope: str | None, name: str) -> BlockRecord | None:
+        def flow() -> Flow[BlockRecord | None]:
+            rows = yield Query(sql.SELECT_BLOCK, (user_key(scope), name))
+            return block_from_json(rows[0][0]) if rows else None
+
+        return self._run("load a block", flow)
+
+    def save_block(self, record: BlockRecord, *, expected_version: int) -> BlockRecord:
+        saved = replace(record, version=expected_version + 1)
+        key = user_key(record.scope)
+
+        def flow() -> Flow[BlockRecord]:
+            if expected_version == 0:
+                won = yield Query(sql.INSERT_BLOCK, (key, record.name, block_to_json(saved), saved.version))
+            else:
+                params = (block_to_json(saved), saved.version, key, record.name, expected_version)
+                won = yield Query(sql.UPDATE_BLOCK, params)
+            if not won:
+                rows = yield Query(sql.SELECT_BLOCK, (key, record.name))
+                check_save(block_from_json(rows[0][0]) if rows else None, record, expected_version)  # raises
+                raise ConflictError(f"block {record.name!r} of {record.scope!r} changed meanwhile; reload it")
+            return saved
+
+        return self._run(f"save block {record.name!r}", flow, retry=False)
+
+    def list_blocks(self, scope: str | None) -> list[BlockRecord]:
+        def flow() -> Flow[list[BlockRecord]]:
+            return [block_from_json(p) for (p,) in (yield Query(sql.LIST_BLOCKS, (user_key(scope),)))]
+
+        return self._run("list blocks", flow)
+
+
+class PostgresRecallStore(_Shared):
+    """A :class:`~convmem.longterm.recallstore.LexicalRecallStore`: documents, ``tsvector`` and vectors."""
+
+    def has_pgvector(self) -> bool:
+        """Whether the server offers the pgvector extension (see the module docstring)."""
+        return self.store.has_pgvector()
+
+    def save_docs(self, docs: Sequence[RecallDoc]) -> None:
+        if not docs:
+            return
+        columns: list[list[Any]] = [
+            [d.message_id for d in docs],
+            [user_key(d.user_id) for d in docs],
+            [d.session_id for d in docs],
+            [d.seq for d in docs],
+            [d.role for d in docs],
+            [encode_datetime(d.created_at) for d in docs],
+            [d.text for d in docs],
+            [d.key for d in docs],
+            [d.context for d in docs],
+        ]
+
+        def flow() -> Flow[None]:
+            yield Query(sql.INSERT_RECALL_DOCS, columns)
+
+        self._run("save recall documents", flow)  # ON CONFLICT DO NOTHING: a repeat is harmless
+
+    def load_docs(self, user_id: str | None) -> list[RecallDoc]:
+        def flow() -> Flow[list[RecallDoc]]:
+            rows = yield Query(sql.LOAD_RECALL_DOCS, (user_key(user_id),))
+            return [
+                RecallDoc(mid, session, user_id, seq, role, text, decode_datetime(created), key, context)
+                for mid, session, seq, role, created, text, key, context in rows
+            ]
+
+        return self._run("load recall documents", flow)
+
+    def save_vectors(self, model: str, message_ids: Sequence[str], vectors: Any) -> None:
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        if not len(message_ids):
+            return
+        blobs = [matrix[i].tobytes() for i in range(len(message_ids))]
+
+        def flow() -> Flow[None]:
+            yield Query(sql.UPSERT_VECTORS, (model, matrix.shape[1], list(message_ids), blobs))
+
+        self._run("save vectors", flow)
+
+    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[str], Any]:
+        def flow() -> Flow[list[tuple[Any, ...]]]:
+            return (yield Query(sql.LOAD_VECTORS, (user_key(user_id), model)))
+
+        rows = self._run("load vectors", flow)
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        dim = rows[0][1]
+        kept = [r for r in rows if r[1] == dim]
+        matrix = np.frombuffer(b"".join(bytes(r[2]) for r in kept), dtype=np.float32).reshape(-1, dim)
+        return [r[0] for r in kept], matrix
+
+    def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[str, float]]:
+        if limit <= 0:
+            return []
+
+        def flow() -> Flow[list[tuple[str, float]]]:
+            rows = yield Query(sql.SEARCH_RECALL, {"query": query, "user": user_key(user_id), "limit": limit})
+            return [(mid, float(score)) for mid, score in rows]
+
+        return self._run("search recall documents", flow)

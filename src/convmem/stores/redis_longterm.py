@@ -1,0 +1,180 @@
+"""Long-term memory in Redis: facts, working blocks, and recall documents with their vectors.
+
+Each class runs on a :class:`~convmem.stores.redis.RedisStore`'s client (pass
+the store, so the keys share its prefix) or opens its own (pass a URL, or
+nothing for ``$CONVMEM_REDIS_URL``). Writes are Lua scripts
+(:mod:`convmem.stores._redis_lua`), atomic and all or nothing; reads are one
+command. Keys are per user (or block scope), so no read crosses users. The
+store's session TTL does not apply here: long-term memory is kept.
+
+* :class:`RedisFactStore`: a hash of fact JSON per user and a set of the
+  open ones; a write whose changed fact was ended meanwhile changes nothing
+  and raises :class:`~convmem.errors.ConflictError`.
+* :class:`RedisBlockStore`: the version beside each block is the optimistic check.
+* :class:`RedisRecallStore` (a :class:`~convmem.longterm.recallstore.RecallStore`):
+  documents in insertion order, and float32 vectors per user and model.
+
+Recall scoring happens in the client, within limits. Lexical: this store
+keeps no inverted index; :class:`~convmem.longterm.recall.RecallIndex` loads
+a user's documents on first use and ranks them with its in-process BM25, so
+the candidate set is that one user's archive (100k documents is about 50 MB
+of process memory and 0.5 s to load). Dense: RediSearch is detected
+(:meth:`~convmem.stores.redis.RedisStore.has_search`); the Redis 7.0 these
+stores were tested on has no modules, so vectors are loaded per user and
+scored exactly with numpy (100k x 384 float32 is 150 MB, a few milliseconds
+per query); no RediSearch path is shipped untested.
+
+Example::
+
+    store = RedisStore("redis://cache:6379/0", prefix="chat:")
+    facts = Facts(RedisFactStore(store))
+    recall = RecallIndex(store=RedisRecallStore(store), embedder=HashingEmbedder())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ..errors import ConflictError
+from ..longterm._np import np
+from ..longterm._partition import RecallDoc
+from ..longterm.blockstore import BlockRecord, check_save
+from ..longterm.facts import Fact
+from ..longterm.factstore import select_facts
+from ._longterm_codec import block_from_json, block_to_json, doc_from_json, doc_to_json, fact_from_json, fact_to_json
+from ._redis_ops import Cmd, Flow, Keys, Op, user_key
+from .redis import RedisStore
+
+__all__ = ["RedisBlockStore", "RedisFactStore", "RedisRecallStore"]
+
+T = TypeVar("T")
+
+
+class _Shared:
+    def __init__(self, target: RedisStore | str | None = None, *, prefix: str = "convmem:") -> None:
+        if isinstance(target, RedisStore):
+            self.store, self._owned = target, False
+        else:
+            self.store, self._owned = RedisStore(target, prefix=prefix), True
+        self.keys = Keys(self.store.keys.prefix)  # the store's prefix, without its session TTL
+
+    def _run(self, what: str, flow: Callable[[], Flow[T]], *, retry: bool = True) -> T:
+        return self.store.db.run(Op(what, lambda retried: flow(), retry))
+
+    def close(self) -> None:
+        if self._owned:
+            self.store.close()
+
+
+class RedisFactStore(_Shared):
+    """A :class:`~convmem.longterm.facts.FactStore` in Redis."""
+
+    def write_facts(self, added: Sequence[Fact], changed: Sequence[Fact]) -> None:
+        args: list[Any] = []
+        for fact, is_changed in [*((f, 1) for f in changed), *((f, 0) for f in added)]:
+            args += [user_key(fact.user_id), fact.id, fact_to_json(fact), int(fact.valid_to is None), is_changed]
+
+        def flow() -> Flow[None]:
+            reply = yield self.keys.script("write_facts", *args)
+            tag, fact_id = reply[0], reply[1].decode() if len(reply) > 1 else ""
+            owner = next((f.user_id for f in [*changed, *added] if f.id == fact_id), None)
+            if tag == b"missing":
+                raise ConflictError(f"fact {fact_id!r} does not exist for user {owner!r}")
+            if tag == b"ended":
+                raise ConflictError(f"fact {fact_id!r} was already ended; reload and retry")
+            if tag == b"exists":
+                raise ConflictError(f"fact {fact_id!r} already exists")
+
+        self._run("write facts", flow, retry=False)
+
+    def list_facts(
+        self, *, user_id: str | None, valid_at: datetime | None = None, open_only: bool = False
+    ) -> list[Fact]:
+        def flow() -> Flow[list[Fact]]:
+            rows = yield Cmd(("HVALS", self.keys("f", user_key(user_id))))
+            return select_facts([fact_from_json(r) for r in rows], valid_at=valid_at, open_only=open_only)
+
+        return self._run("list facts", flow)
+
+
+class RedisBlockStore(_Shared):
+    """A :class:`~convmem.longterm.blockstore.BlockStore` in Redis."""
+
+    def load_block(self, scope: str | None, name: str) -> BlockRecord | None:
+        def flow() -> Flow[BlockRecord | None]:
+            found = yield Cmd(("HGET", self.keys("b", user_key(scope)), name))
+            return block_from_json(found) if found is not None else None
+
+        return self._run("load a block", flow)
+
+    def save_block(self, record: BlockRecord, *, expected_version: int) -> BlockRecord:
+        saved = replace(record, version=expected_version + 1)
+
+        def flow() -> Flow[BlockRecord]:
+            args = (user_key(record.scope), record.name, block_to_json(saved), expected_version)
+            reply = yield self.keys.script("save_block", *args)
+            if reply[0] == b"conflict":
+                check_save(replace(record, version=int(reply[1])), record, expected_version)  # raises
+            return saved
+
+        return self._run(f"save block {record.name!r}", flow, retry=False)
+
+    def list_blocks(self, scope: str | None) -> list[BlockRecord]:
+        def flow() -> Flow[list[BlockRecord]]:
+            found = yield Cmd(("HGETALL", self.keys("b", user_key(scope))))
+            return [block_from_json(found[name]) for name in sorted(found, key=lambda n: n.decode())]
+
+        return self._run("list blocks", flow)
+
+
+class RedisRecallStore(_Shared):
+    """A :class:`~convmem.longterm.recallstore.RecallStore` in Redis (lexical ranking stays in the index)."""
+
+    def save_docs(self, docs: Sequence[RecallDoc]) -> None:
+        if not docs:
+            return
+        args = [value for d in docs for value in (user_key(d.user_id), d.message_id, doc_to_json(d))]
+
+        def flow() -> Flow[None]:
+            yield self.keys.script("save_docs", *args)
+
+        self._run("save recall documents", flow)  # a message id already stored is skipped: a repeat is harmless
+
+    def load_docs(self, user_id: str | None) -> list[RecallDoc]:
+        ukey = user_key(user_id)
+
+        def flow() -> Flow[list[RecallDoc]]:
+            ids = yield Cmd(("LRANGE", self.keys("dl", ukey), 0, -1))
+            if not ids:
+                return []
+            found = yield Cmd(("HMGET", self.keys("d", ukey), *ids))
+            return [doc_from_json(raw) for raw in found if raw is not None]
+
+        return self._run("load recall documents", flow)
+
+    def save_vectors(self, model: str, message_ids: Sequence[str], vectors: Any) -> None:
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        if not len(message_ids):
+            return
+        args = [value for i, mid in enumerate(message_ids) for value in (mid, matrix[i].tobytes())]
+
+        def flow() -> Flow[None]:
+            yield self.keys.script("save_vectors", model, *args)
+
+        self._run("save vectors", flow)
+
+    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[str], Any]:
+        def flow() -> Flow[dict[bytes, bytes]]:
+            found: dict[bytes, bytes] = yield Cmd(("HGETALL", self.keys("v", f"{user_key(user_id)}:{model}")))
+            return found
+
+        found = self._run("load vectors", flow)
+        if not found:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        size = len(next(iter(found.values())))  # a model's vectors share one dimension; others are stale
+        kept = [(k.decode(), v) for k, v in found.items() if len(v) == size]
+        matrix = np.frombuffer(b"".join(v for _, v in kept), dtype=np.float32).reshape(len(kept), size // 4)
+        return [k for k, _ in kept], matrix
