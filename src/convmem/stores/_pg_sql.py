@@ -274,19 +274,13 @@ LOAD_VECTORS = (
     "SELECT d.message_id, e.dim, e.vector FROM recall_docs d JOIN embeddings e ON e.message_id = d.message_id "
     "WHERE d.user_key = %s AND e.model = %s ORDER BY d.number"
 )
-# The query's own lexemes, OR-ed (plainto_tsquery would AND them), each quoted so that no user text is read
-# as tsquery syntax. ts_rank weighs the key (A) twice the context (B), as the in-process index does.
+# %(query)s is the user's words, each quoted and OR-ed by the client (plainto_tsquery would AND them), so no
+# user text is tsquery syntax; to_tsquery stems them and drops stop words. A parameter, not a subquery, so the
+# planner sees the GIN index. ts_rank weighs the key (A) twice the context (B), as the in-process index does.
 SEARCH_RECALL = """
-    WITH q AS (
-        SELECT nullif(array_to_string(array(
-            -- '...' around each lexeme, its backslashes (chr 92) and quotes (chr 39) doubled: tsquery quoting
-            SELECT chr(39) || replace(replace(lexeme, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39))
-                || chr(39)
-            FROM unnest(to_tsvector('english', %(query)s)) LIMIT 64), ' | '), '')::tsquery AS tsq
-    )
-    SELECT d.message_id, ts_rank('{0, 0, 0.5, 1}', d.tsv, q.tsq, 1) AS score
-    FROM q, recall_docs d
-    WHERE d.tsv @@ q.tsq AND d.user_key = %(user)s
+    SELECT d.message_id, ts_rank('{0, 0, 0.5, 1}', d.tsv, q, 1) AS score
+    FROM recall_docs d, to_tsquery('english', %(query)s) AS q
+    WHERE d.tsv @@ q AND d.user_key = %(user)s
     ORDER BY score DESC, d.number
     LIMIT %(limit)s
 """

@@ -15,8 +15,9 @@ statement; every read is scoped by user (or block scope).
 * :class:`PostgresRecallStore` (a :class:`~convmem.longterm.recallstore.LexicalRecallStore`):
   a stored ``tsvector`` (``english``: stemming, stop words) over each
   document's key (weight A) and the previous turn's text (weight B), with a
-  GIN index. A query ORs its own lexemes, each quoted, so no user text is ever
-  tsquery syntax; ``ts_rank`` weighs the key twice the context.
+  GIN index. A query is cut into words (letters and digits), each quoted and
+  OR-ed, so no user text is ever tsquery syntax; ``to_tsquery`` stems them
+  and drops stop words; ``ts_rank`` weighs the key twice the context.
 
 Dense recall: vectors are float32 ``bytea`` rows, loaded per user and scored
 exactly with numpy in the client by :class:`~convmem.longterm.recall.RecallIndex`
@@ -35,6 +36,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -55,6 +57,8 @@ from .postgres import PostgresStore
 __all__ = ["PostgresBlockStore", "PostgresFactStore", "PostgresRecallStore"]
 
 T = TypeVar("T")
+_WORDS = re.compile(r"[^\W_]+", re.UNICODE)
+MAX_QUERY_TERMS = 64
 
 
 class _Shared:
@@ -204,8 +208,11 @@ class PostgresRecallStore(_Shared):
         return [r[0] for r in kept], matrix
 
     def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[str, float]]:
-        if limit <= 0:
+        words = list(dict.fromkeys(_WORDS.findall(query.casefold())))[:MAX_QUERY_TERMS]
+        if not words or limit <= 0:
             return []
+        # Words are letters and digits only, so quoting them is enough to keep them from being syntax.
+        query = " | ".join(f"'{w}'" for w in words)
 
         def flow() -> Flow[list[tuple[str, float]]]:
             rows = yield Query(sql.SEARCH_RECALL, {"query": query, "user": user_key(user_id), "limit": limit})
