@@ -11,12 +11,14 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
 import convmem.stores
 from convmem import ConfigurationError, StoreError
+from convmem.errors import SessionNotFoundError
 from convmem.stores import open_store
 from convmem.stores._pg_sql import MIGRATIONS
 from convmem.stores.postgres import PostgresStore
@@ -185,3 +187,23 @@ def test_processes_starting_at_once_migrate_once(schema: str) -> None:
     assert [n for (n,) in names] == [name for name, _ in MIGRATIONS]
     for store in stores:
         store.close()
+
+
+@pytest.mark.parametrize("backend", ["postgres", "redis"])
+def test_an_id_prefix_is_taken_literally(backend: str, tmp_path: Path, schema: str) -> None:
+    """LIKE wildcards and lex-range bytes in a prefix match only themselves."""
+    store: Any = (
+        PostgresStore(PG_URL, schema=schema)
+        if backend == "postgres"
+        else RedisStore(REDIS_URL, prefix=prefix_for(tmp_path))
+    )
+    try:
+        for session_id in ("a_b", "axb", "c%d", "cxd", "e\\f", "[g", "(h"):
+            store.append(session_id, numbered(1, prefix=session_id), user_id="u")
+        for prefix, expected in (("a_", "a_b"), ("c%", "c%d"), ("e\\", "e\\f"), ("[", "[g"), ("(", "(h")):
+            assert store.get_session(prefix, user_id="u").id == expected
+        with pytest.raises(SessionNotFoundError):
+            store.get_session("_", user_id="u")
+    finally:
+        store.close()
+        drop_prefixes({prefix_for(tmp_path)})

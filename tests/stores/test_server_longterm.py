@@ -237,3 +237,14 @@ def test_server_side_vector_search_is_detected(opened: Opened) -> None:
         with redis.Redis.from_url(REDIS_URL) as client:
             modules = client.execute_command("MODULE", "LIST")
         assert opened.store.has_search() is any(b"search" in str(m).encode() for m in modules)
+
+
+def test_users_and_models_whose_names_run_together_stay_apart(opened: Opened) -> None:
+    """User "a:b" with model "c" and user "a" with model "b:c" must not share vectors."""
+    docs = [RecallDoc("x", "s", "a:b", 0, "user", "hi", T0, "hi"), RecallDoc("y", "s", "a", 0, "user", "hi", T0, "hi")]
+    opened.recall.save_docs(docs)
+    opened.recall.save_vectors("c", ["x"], [[1.0, 0.0]])
+    opened.recall.save_vectors("b:c", ["y"], [[0.0, 1.0]])
+    assert opened.recall.load_vectors("a:b", "c")[0] == ["x"]
+    assert opened.recall.load_vectors("a", "b:c")[0] == ["y"]
+    assert opened.recall.load_vectors("a", "c")[0] == []

@@ -20,7 +20,7 @@ Keys (``P`` is the store's prefix, ``U`` a user key: ``-`` for no user, ``=`` + 
 ``P bv:S``         hash: block name -> version
 ``P d:U``          hash: message id -> recall document JSON; ``P dl:U``: list of those ids, in order
 ``P dk``           hash: message id -> U, for vectors (saved without a user)
-``P v:U:model``    hash: message id -> float32 vector bytes
+``P v:n:U:model``  hash: message id -> float32 vector bytes (``n``: U's length, so no two keys collide)
 =================  ==========================================================================
 
 A message is stored as the member ``seq|tokens|idlen|id`` followed by its
@@ -336,7 +336,7 @@ return 1
 _SAVE_VECTORS = """
 for i = 4, #ARGV, 2 do
   local ukey = redis.call('HGET', P .. 'dk', ARGV[i])
-  if ukey then redis.call('HSET', k('v', ukey .. ':' .. ARGV[3]), ARGV[i], ARGV[i + 1]) end
+  if ukey then redis.call('HSET', k('v', #ukey .. ':' .. ukey .. ':' .. ARGV[3]), ARGV[i], ARGV[i + 1]) end
 end
 return 1
 """

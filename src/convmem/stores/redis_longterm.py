@@ -168,7 +168,8 @@ class RedisRecallStore(_Shared):
 
     def load_vectors(self, user_id: str | None, model: str) -> tuple[list[str], Any]:
         def flow() -> Flow[dict[bytes, bytes]]:
-            found: dict[bytes, bytes] = yield Cmd(("HGETALL", self.keys("v", f"{user_key(user_id)}:{model}")))
+            ukey = user_key(user_id)
+            found: dict[bytes, bytes] = yield Cmd(("HGETALL", self.keys("v", f"{len(ukey.encode())}:{ukey}:{model}")))
             return found
 
         found = self._run("load vectors", flow)
