@@ -26,11 +26,17 @@ Design:
   port, never the password, in one place (:mod:`convmem.stores._pg_db`),
   which also retries safely when a connection is lost.
 
-Long-term memory (facts, working blocks, recall with a ``tsvector`` GIN
-index and float32 vectors) lives in the same schema:
-:mod:`convmem.stores.postgres_longterm`, which also explains how pgvector is
-detected (:meth:`PostgresStore.has_pgvector`;
-not installed here) and the scale limit of the numpy fallback.
+Recall and long-term memory (facts, working blocks, recall documents) live
+in the same schema, in :mod:`convmem.stores.postgres_longterm`:
+
+* lexical: a stored ``tsvector`` with a GIN index, ranked by ``ts_rank``;
+* dense: pgvector is detected (:meth:`PostgresStore.has_pgvector` reads
+  ``pg_available_extensions``); the server these stores were tested on has
+  none, and no pgvector path is shipped. Vectors are float32 ``bytea`` rows,
+  loaded once per user and scored exactly with numpy in the client: 100k
+  vectors of 384 dimensions is 150 MB and a few milliseconds per query, a
+  sensible ceiling of a few hundred thousand per user; beyond that, an ANN
+  index belongs in the server.
 
 Example::
 
