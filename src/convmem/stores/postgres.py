@@ -34,7 +34,7 @@ in the same schema, in :mod:`convmem.stores.postgres_longterm`:
   ``pg_available_extensions``); the server these stores were tested on has
   none, and no pgvector path is shipped. Vectors are float32 ``bytea`` rows,
   loaded once per user and scored exactly with numpy in the client: 100k
-  vectors of 384 dimensions is 150 MB and a few milliseconds per query, a
+  vectors of 384 dimensions is 150 MB and about 7 ms per query, a
   sensible ceiling of a few hundred thousand per user; beyond that, an ANN
   index belongs in the server.
 

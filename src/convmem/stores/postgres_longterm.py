@@ -21,8 +21,8 @@ statement; every read is scoped by user (or block scope).
 
 Dense recall: vectors are float32 ``bytea`` rows, loaded per user and scored
 exactly with numpy in the client by :class:`~convmem.longterm.recall.RecallIndex`
-(100k vectors of 384 dimensions per user is about 150 MB and a few
-milliseconds per query; past a few hundred thousand per user, use an ANN
+(100k vectors of 384 dimensions per user is about 150 MB and about 7 ms per
+query, see bench/README.md; past a few hundred thousand per user, use an ANN
 index). pgvector would let the server do it: :meth:`PostgresRecallStore.has_pgvector`
 detects it, but it is not installed on the machine these stores were built
 and tested on, so no pgvector path is shipped (an untested one would be a guess).

@@ -36,7 +36,7 @@ path is shipped. So both retrievers run in the client over one user's
 documents, loaded once: BM25 over the user's archive (measured at 100k
 documents: 2.6 s to load and index on first use, about 110 MB of process
 memory, 3 ms per query) and exact numpy scoring of the user's float32 vectors
-(100k x 384 is 150 MB, a few milliseconds per query); a few hundred thousand
+(100k x 384 is 150 MB, about 7 ms per query); a few hundred thousand
 per user is the sensible ceiling.
 
 Example::

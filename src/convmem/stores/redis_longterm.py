@@ -22,8 +22,8 @@ the candidate set is that one user's archive (measured at 100k documents of
 query). Dense: RediSearch is detected
 (:meth:`~convmem.stores.redis.RedisStore.has_search`); the Redis 7.0 these
 stores were tested on has no modules, so vectors are loaded per user and
-scored exactly with numpy (100k x 384 float32 is 150 MB, a few milliseconds
-per query); no RediSearch path is shipped untested.
+scored exactly with numpy (100k x 384 float32 is 150 MB, about 7 ms per
+query); no RediSearch path is shipped untested.
 
 Example::
 
