@@ -221,13 +221,16 @@ def test_redis_killed_and_restarted_mid_stream_loses_no_acknowledged_message(red
     writers = Writers()
     for n in range(3):
         writers.start("redis", redis_server.url, "t:", f"p{n}", threads=2, each=600, sessions=6)
+    killed_at = []
     for share in (0.25, 0.6):  # kill twice, each time well inside the stream
         while writers.count() < share * 3_600 and writers.running():
             time.sleep(0.005)
+        killed_at.append(writers.count())
         redis_server.kill()
         time.sleep(0.3)  # writers meet a refused connection, then retry
         redis_server.start()
     writers.wait()
+    assert all(0 < n < 3_600 for n in killed_at), f"a kill came after the stream ended: {killed_at}"
     assert 0 < writers.count() <= 3_600
     for error in writers.errors:
         assert f"127.0.0.1:{redis_server.port}" in error
@@ -236,7 +239,8 @@ def test_redis_killed_and_restarted_mid_stream_loses_no_acknowledged_message(red
         total = check(store, writers, 6)
     finally:
         store.close()
-    print(f"redis restarted twice: {writers.count()} acknowledged, {total} stored, {len(writers.errors)} errors")
+    outcome = f"{writers.count()} acknowledged, {total} stored, {len(writers.errors)} errors"
+    print(f"redis killed at {killed_at} acknowledged messages and restarted: {outcome}")
 
 
 @pytest.mark.parametrize("redis_server", ["cache"], indirect=True)
