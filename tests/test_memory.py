@@ -368,7 +368,7 @@ def test_unknown_strategy_and_bad_options_are_configuration_errors() -> None:
 def test_plain_dict_fast_path_equals_the_format_parser() -> None:
     from datetime import datetime, timezone
 
-    from convmem._core import _parse
+    from convmem._intake import parse as _parse
     from convmem.formats import parse_message
 
     now = datetime.now(timezone.utc)

@@ -8,13 +8,12 @@ never touches a store or a model: the facades do that, in the order
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ._intake import MessageLike, new_id, parse, resolve_counter
 from .errors import ConfigurationError, InvalidMessageError
 from .formats.openai import to_openai
 from .longterm.blocks import Block, CallableBlock, Turn
@@ -25,12 +24,11 @@ from .policy.strategies import Plan, Strategy, make_strategy
 from .policy.truncate import truncate_text
 from .policy.units import Entry, Unit, Window
 from .stores.base import LoadedSession, SessionState, StoredMessage, SummaryRecord
-from .tokens import ModelInfo, TokenCounter, counter_for, lookup_model
+from .tokens import TokenCounter
 
 __all__ = ["FoldRequest", "MemoryCore", "Stats"]
 
 MAX_WARNINGS = 20
-MessageLike = Message | Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,24 +60,6 @@ class FoldRequest:
     max_tokens: int
 
 
-# Ids are a per-process random prefix plus a counter: unique across processes and cheap on the hot path.
-_ID_PREFIX = os.urandom(8).hex()
-_ID_COUNTER = itertools.count()
-
-
-def _new_id() -> str:
-    return f"{_ID_PREFIX}{next(_ID_COUNTER):08x}"
-
-
-def _reseed_ids() -> None:
-    global _ID_PREFIX, _ID_COUNTER
-    _ID_PREFIX, _ID_COUNTER = os.urandom(8).hex(), itertools.count()
-
-
-if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's ids
-    os.register_at_fork(after_in_child=_reseed_ids)
-
-
 class MemoryCore:
     """Pure state and policy of one session."""
 
@@ -101,7 +81,7 @@ class MemoryCore:
         if on_overflow not in ("truncate", "raise"):
             raise ConfigurationError(f"on_overflow must be 'truncate' or 'raise', got {on_overflow!r}")
         self.model = model
-        self.info, self.counter = _resolve_counter(model, counter)
+        self.info, self.counter = resolve_counter(model, counter)
         if max_tokens is None and self.info is None:
             raise ConfigurationError("give a known model or an explicit max_tokens so the budget is known")
         self.budget = max_tokens if max_tokens is not None else self.info.context_window  # type: ignore[union-attr]
@@ -138,13 +118,13 @@ class MemoryCore:
     def prepare(self, items: Iterable[MessageLike]) -> list[tuple[Message, int]]:
         """Parse, validate and count a batch without changing anything."""
         now = datetime.now(timezone.utc)
-        messages = [_parse(item, i, now) for i, item in enumerate(items)]
+        messages = [parse(item, i, now) for i, item in enumerate(items)]
         self.window.check_batch(messages)
         prepared = []
         count = self.counter.count_message
         for index, message in enumerate(messages):
             if message.id is None or message.created_at is None:
-                message = message.with_identity(message.id or _new_id(), message.created_at or now)
+                message = message.with_identity(message.id or new_id(), message.created_at or now)
             try:
                 prepared.append((message, count(message)))
             except InvalidMessageError as exc:
@@ -365,39 +345,6 @@ class MemoryCore:
     def note_seqs(self, seqs: Sequence[int]) -> None:
         if seqs:
             self.counts["last_seq"] = seqs[-1]
-
-
-_PLAIN_KEYS = {"role", "content"}
-_PLAIN_ROLES = frozenset({"user", "assistant", "system", "developer"})
-
-
-def _parse(item: MessageLike, index: int, now: datetime) -> Message:
-    """Message.of, with a fast path for the most common input: a plain ``{"role", "content": str}`` dict."""
-    if type(item) is dict and item.keys() == _PLAIN_KEYS:
-        role, content = item["role"], item["content"]
-        if role in _PLAIN_ROLES and type(content) is str:
-            return Message.trusted(role, content, _new_id(), now)
-    return Message.of(item, index=index)
-
-
-def _resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:
-    """The model's registry entry (if known) and the counter to use; never approximates silently."""
-    if isinstance(counter, str) and counter != "approximate":
-        raise ConfigurationError(f"counter must be a TokenCounter or 'approximate', got {counter!r}")
-    if model is None:
-        # Without a model the budget is explicit; o200k_base is exact for every current OpenAI model.
-        if counter is None or isinstance(counter, str):
-            return None, counter_for("gpt-4o", counter="approximate" if counter else None)
-        return None, counter
-    try:
-        info: ModelInfo | None = lookup_model(model)
-    except KeyError:
-        if counter is None:
-            raise
-        info = None
-    if counter is None or isinstance(counter, str):
-        return info, counter_for(model, counter="approximate" if counter else None)
-    return info, counter
 
 
 def _as_units(stored: Sequence[StoredMessage]) -> list[Unit]:

@@ -15,7 +15,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ._core import MemoryCore, MessageLike, Stats
+from ._core import MemoryCore, Stats
+from ._intake import MessageLike
 from .errors import ConfigurationError
 from .longterm.blocks import Block, Turn
 from .policy.assembly import BlockText, Overflow

@@ -24,9 +24,9 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from ._core import MessageLike
 from ._facade import InputLike, MemoryBase, open_options
 from ._flow import Absorb, AsyncEvictionSink, Effect, EvictionSink, SaveState, Summarize, _stored, describe, settle
+from ._intake import MessageLike
 from .errors import ConfigurationError
 from .messages import Message
 from .policy.context import Context

@@ -1,0 +1,71 @@
+"""Turning what the user passes in into messages ready to count: ids, fast parsing, the counter.
+
+Kept apart from the core because it is the one place that touches the outside
+world's shapes (plain dicts, model names) rather than convmem's own state.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from .errors import ConfigurationError
+from .messages import Message
+from .tokens import ModelInfo, TokenCounter, counter_for, lookup_model
+
+__all__ = ["MessageLike", "new_id", "parse", "resolve_counter"]
+
+MessageLike = Message | Mapping[str, Any]
+
+# Ids are a per-process random prefix plus a counter: unique across processes and cheap on the hot path.
+_ID_PREFIX = os.urandom(8).hex()
+_ID_COUNTER = itertools.count()
+
+
+def new_id() -> str:
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):08x}"
+
+
+def _reseed_ids() -> None:
+    global _ID_PREFIX, _ID_COUNTER
+    _ID_PREFIX, _ID_COUNTER = os.urandom(8).hex(), itertools.count()
+
+
+if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's ids
+    os.register_at_fork(after_in_child=_reseed_ids)
+
+
+_PLAIN_KEYS = {"role", "content"}
+_PLAIN_ROLES = frozenset({"user", "assistant", "system", "developer"})
+
+
+def parse(item: MessageLike, index: int, now: datetime) -> Message:
+    """Message.of, with a fast path for the most common input: a plain ``{"role", "content": str}`` dict."""
+    if type(item) is dict and item.keys() == _PLAIN_KEYS:
+        role, content = item["role"], item["content"]
+        if role in _PLAIN_ROLES and type(content) is str:
+            return Message.trusted(role, content, new_id(), now)
+    return Message.of(item, index=index)
+
+
+def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:
+    """The model's registry entry (if known) and the counter to use; never approximates silently."""
+    if isinstance(counter, str) and counter != "approximate":
+        raise ConfigurationError(f"counter must be a TokenCounter or 'approximate', got {counter!r}")
+    if model is None:
+        # Without a model the budget is explicit; o200k_base is exact for every current OpenAI model.
+        if counter is None or isinstance(counter, str):
+            return None, counter_for("gpt-4o", counter="approximate" if counter else None)
+        return None, counter
+    try:
+        info: ModelInfo | None = lookup_model(model)
+    except KeyError:
+        if counter is None:
+            raise
+        info = None
+    if counter is None or isinstance(counter, str):
+        return info, counter_for(model, counter="approximate" if counter else None)
+    return info, counter
