@@ -275,3 +275,29 @@ def test_python_m_convmem_entry_point(short: Path) -> None:
     )
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr
+
+
+def test_replay_keeps_the_session_in_the_given_store(tmp_path: Path) -> None:
+    from convmem.stores import open_store
+
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(
+        "\n".join(
+            json.dumps(m)
+            for m in [
+                {"role": "system", "content": "s"},
+                {"role": "user", "content": "hello"},
+                {"role": "assistant", "content": "hi"},
+            ]
+        )
+        + "\n"
+    )
+    db = tmp_path / "kept.db"
+    result = CliRunner().invoke(app, ["replay", str(transcript), "--max-tokens", "500", "--store", f"sqlite://{db}"])
+    assert result.exit_code == 0, result.output
+    store = open_store(str(db))
+    try:
+        (session,) = store.list_sessions()
+        assert session.message_count == 3
+    finally:
+        store.close()

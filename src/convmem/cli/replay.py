@@ -120,6 +120,13 @@ def replay(
     as_json_output: Annotated[
         bool, typer.Option("--json", help="Print every turn and the summary as one JSON object instead.")
     ] = False,
+    store: Annotated[
+        str,
+        typer.Option(
+            help="Where the session is kept: memory, sqlite (the default database), sqlite:///path.db, "
+            "files:///dir, postgresql://..., redis://...",
+        ),
+    ] = "memory",
 ) -> None:
     """Replay a JSONL transcript through a Memory and report tokens, evictions and summaries per turn."""
     err = Console(stderr=True)
@@ -140,6 +147,7 @@ def replay(
             strategy_options=options,
             summarizer=summarizer,
             format=fmt,
+            store=store,
         )
         bind = getattr(summarizer, "bind", None)
         if callable(bind):  # both extractive summarizers cap exactly with the memory's own counter
@@ -166,6 +174,9 @@ def replay(
         typer.echo(json.dumps(as_json(setup, result), indent=1))
     else:
         print_report(Console(), setup, result, every=every)
+    if store != "memory":
+        err.print(f"session {memory.session_id} kept in {store}: `convmem sessions show {memory.session_id[:8]}`")
+    memory.close()
 
 
 def _run(
