@@ -55,34 +55,14 @@ from convmem.stores import PostgresStore, RedisStore, SQLiteStore
 from convmem.stores.postgres_longterm import PostgresRecallStore
 from convmem.stores.sqlite_longterm import SQLiteRecallStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stores import text  # the same message texts as the persistence bench
+
 PG_URL = os.environ.get("CONVMEM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("CONVMEM_REDIS_URL", "redis://127.0.0.1:6379/0")
 SCHEMA = f"convmem_bench_{os.getpid()}"
 PREFIX = f"convmem-bench-{os.getpid()}:"
 KINDS = ("sqlite", "postgres", "redis")
-WORDS = [
-    "the",
-    "quick",
-    "brown",
-    "fox",
-    "jumps",
-    "over",
-    "a",
-    "lazy",
-    "dog",
-    "while",
-    "we",
-    "talk",
-    "about",
-    "tokens",
-    "budgets",
-    "and",
-    "memory",
-]
-
-
-def text(n: int) -> str:
-    return " ".join(WORDS[(n * 7 + k) % len(WORDS)] for k in range(30))
 
 
 def messages(tag: str, start: int, count: int) -> list[tuple[Message, int]]:
