@@ -19,8 +19,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
-DEMO = ["replay", "examples/agent_session.jsonl", "--model", "gpt-4o", "--strategy", "summary_buffer",
-        "--max-tokens", "16000", "--every", "25", "--store", "sqlite"]
+DEMO = [
+    "replay",
+    "examples/agent_session.jsonl",
+    "--model",
+    "gpt-4o",
+    "--strategy",
+    "summary_buffer",
+    "--max-tokens",
+    "16000",
+    "--every",
+    "25",
+    "--store",
+    "sqlite",
+]
 
 
 def run(*command: str | Path) -> None:

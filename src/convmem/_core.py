@@ -15,6 +15,7 @@ from typing import Any
 
 from ._intake import MessageLike, new_id, parse, resolve_counter
 from .errors import ConfigurationError, InvalidMessageError
+from .formats import as_message
 from .formats.openai import to_openai
 from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
@@ -244,7 +245,7 @@ class MemoryCore:
             items = [input]
         else:
             items = list(input)
-        messages = [Message.of(item, index=i) for i, item in enumerate(items)]
+        messages = [as_message(item, index=i) for i, item in enumerate(items)]
         self.window.check_batch(messages)
         return [(m, self.counter.count_message(m)) for m in messages]
 

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import ConfigurationError
+from .formats import as_message
 from .messages import Message
 from .tokens import ModelInfo, TokenCounter, counter_for, lookup_model
 
@@ -43,12 +44,12 @@ _PLAIN_ROLES = frozenset({"user", "assistant", "system", "developer"})
 
 
 def parse(item: MessageLike, index: int, now: datetime) -> Message:
-    """Message.of, with a fast path for the most common input: a plain ``{"role", "content": str}`` dict."""
+    """formats.as_message, with a fast path for the most common input: a plain ``{"role", "content": str}`` dict."""
     if type(item) is dict and item.keys() == _PLAIN_KEYS:
         role, content = item["role"], item["content"]
         if role in _PLAIN_ROLES and type(content) is str:
             return Message.trusted(role, content, new_id(), now)
-    return Message.of(item, index=index)
+    return as_message(item, index=index)
 
 
 def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:

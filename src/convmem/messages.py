@@ -324,18 +324,6 @@ class Message:
         """Return a validated copy with ``changes`` applied."""
         return replace(self, **changes)
 
-    @classmethod
-    def of(cls, value: Message | Mapping[str, Any], *, index: int | None = None) -> Message:
-        """Build a message from a Message or a provider dict (OpenAI, Anthropic or Responses)."""
-        if isinstance(value, Message):
-            return value
-        from .formats import parse_message  # formats import messages, not the other way round
-
-        try:
-            return parse_message(value)
-        except InvalidMessageError as exc:
-            raise exc.at(index) if index is not None else exc from None
-
 
 def content_text(content: Content | Sequence[Part]) -> str:
     """Join the text of ``content``; non-text parts contribute nothing."""

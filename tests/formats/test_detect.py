@@ -11,6 +11,7 @@ from convmem.errors import ConfigurationError, InvalidMessageError
 from convmem.formats import (
     FORMATS,
     AnthropicRequest,
+    as_message,
     detect_format,
     parse_message,
     parse_messages,
@@ -64,7 +65,7 @@ def test_parse_message_in_each_format() -> None:
     assert tool == Message(role="tool", tool_call_id="c1", content="r")
     call = parse_message({"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"})
     assert call == Message(role="assistant", tool_calls=(ToolCall("c1", "f"),))
-    assert Message.of({"role": "user", "content": [{"type": "input_text", "text": "x"}]}).content == (TextPart("x"),)
+    assert as_message({"role": "user", "content": [{"type": "input_text", "text": "x"}]}).content == (TextPart("x"),)
 
 
 def test_parse_message_refuses_a_dict_that_expands() -> None:
@@ -76,7 +77,7 @@ def test_parse_message_refuses_a_dict_that_expands() -> None:
         parse_message(d)
     assert info.value.field == "content"
     with pytest.raises(InvalidMessageError) as info:
-        Message.of(d, index=4)
+        as_message(d, index=4)
     assert (info.value.index, info.value.field) == (4, "content")
 
 

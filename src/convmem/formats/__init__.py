@@ -30,7 +30,16 @@ from .anthropic import AnthropicRequest, from_anthropic, to_anthropic
 from .openai import from_openai, from_openai_messages, to_openai_messages
 from .responses import from_responses, to_responses
 
-__all__ = ["FORMATS", "AnthropicRequest", "Format", "detect_format", "parse_message", "parse_messages", "render"]
+__all__ = [
+    "FORMATS",
+    "AnthropicRequest",
+    "Format",
+    "as_message",
+    "detect_format",
+    "parse_message",
+    "parse_messages",
+    "render",
+]
 
 Format: TypeAlias = Literal["openai", "anthropic", "responses"]
 FORMATS: tuple[Format, ...] = get_args(Format)
@@ -90,6 +99,20 @@ def detect_format(item: Mapping[str, Any]) -> Format | None:
     """
     found = _candidates(item)
     return _first(found) if len(found) == 1 else None
+
+
+def as_message(value: Message | Mapping[str, Any], *, index: int | None = None) -> Message:
+    """A Message as given, or one built from a provider dict (OpenAI, Anthropic or Responses, detected).
+
+    Raises:
+        InvalidMessageError: naming the field, and ``index`` when given.
+    """
+    if isinstance(value, Message):
+        return value
+    try:
+        return parse_message(value)
+    except InvalidMessageError as exc:
+        raise exc.at(index) if index is not None else exc from None
 
 
 def parse_message(d: Mapping[str, Any]) -> Message:

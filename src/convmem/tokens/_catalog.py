@@ -23,7 +23,7 @@ Dated snapshots (``-2024-08-06``, ``-20241022``, ``-2411``, ``-001``,
 
 from __future__ import annotations
 
-from .models import ModelInfo
+from ._modelinfo import ModelInfo
 
 __all__ = ["MODELS", "PRICES_AS_OF"]
 

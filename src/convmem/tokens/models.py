@@ -42,49 +42,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import ConfigurationError, UnknownModelError
+from ._catalog import MODELS
+from ._modelinfo import ModelInfo
 from .counter import ApproximateCounter, TiktokenCounter, TokenCounter
 
 __all__ = ["ModelInfo", "cost", "counter_for", "known_models", "lookup_model"]
-
-
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
-    """What convmem knows about one model (family).
-
-    Attributes:
-        name: canonical name, e.g. ``gpt-4o`` or ``claude-sonnet-4-5``.
-        provider: ``openai``, ``anthropic``, ``google``, ``meta``, ``mistral``, ``qwen`` or ``deepseek``.
-        tokenizer: the tiktoken vocabulary that counts it exactly offline, or None when
-            no exact offline tokenizer exists.
-        context_window: maximum tokens of input plus output.
-        max_output_tokens: maximum tokens of one reply (for open weights, which the
-            serving stack limits, a conventional 8,192; 0 for embedding models).
-        input_price_per_mtok: list price in USD per million input tokens, or None.
-        output_price_per_mtok: list price in USD per million output tokens, or None.
-        cached_input_price_per_mtok: price of cache-hit input tokens; None bills them at
-            the input price.
-        long_context_threshold: prompts longer than this many tokens are billed at the
-            long-context prices (Gemini 1.5/2.5 Pro), or None.
-        long_input_price_per_mtok: input price above the threshold.
-        long_output_price_per_mtok: output price above the threshold.
-        aliases: other exact names, and fnmatch patterns (containing ``*``), that
-            resolve to this model.
-        hf_tokenizer: Hugging Face repo whose ``tokenizer.json`` counts it exactly.
-    """
-
-    name: str
-    provider: str
-    tokenizer: str | None
-    context_window: int
-    max_output_tokens: int
-    input_price_per_mtok: float | None
-    output_price_per_mtok: float | None
-    cached_input_price_per_mtok: float | None = None
-    long_context_threshold: int | None = None
-    long_input_price_per_mtok: float | None = None
-    long_output_price_per_mtok: float | None = None
-    aliases: tuple[str, ...] = ()
-    hf_tokenizer: str | None = None
 
 
 # Suffixes a provider appends to a model name for a snapshot or channel, in the
@@ -103,8 +65,6 @@ class _Index:
 
 @functools.cache
 def _index() -> _Index:
-    from ._catalog import MODELS  # the catalog imports ModelInfo from this module
-
     exact: dict[str, ModelInfo] = {}
     patterns: list[tuple[str, ModelInfo]] = []
     for info in MODELS:
@@ -119,8 +79,6 @@ def _index() -> _Index:
 
 def known_models() -> tuple[ModelInfo, ...]:
     """Return every model in the registry."""
-    from ._catalog import MODELS
-
     return MODELS
 
 

@@ -1,0 +1,47 @@
+"""What convmem knows about one model: :class:`ModelInfo` (the catalog's row type)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ModelInfo"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What convmem knows about one model (family).
+
+    Attributes:
+        name: canonical name, e.g. ``gpt-4o`` or ``claude-sonnet-4-5``.
+        provider: ``openai``, ``anthropic``, ``google``, ``meta``, ``mistral``, ``qwen`` or ``deepseek``.
+        tokenizer: the tiktoken vocabulary that counts it exactly offline, or None when
+            no exact offline tokenizer exists.
+        context_window: maximum tokens of input plus output.
+        max_output_tokens: maximum tokens of one reply (for open weights, which the
+            serving stack limits, a conventional 8,192; 0 for embedding models).
+        input_price_per_mtok: list price in USD per million input tokens, or None.
+        output_price_per_mtok: list price in USD per million output tokens, or None.
+        cached_input_price_per_mtok: price of cache-hit input tokens; None bills them at
+            the input price.
+        long_context_threshold: prompts longer than this many tokens are billed at the
+            long-context prices (Gemini 1.5/2.5 Pro), or None.
+        long_input_price_per_mtok: input price above the threshold.
+        long_output_price_per_mtok: output price above the threshold.
+        aliases: other exact names, and fnmatch patterns (containing ``*``), that
+            resolve to this model.
+        hf_tokenizer: Hugging Face repo whose ``tokenizer.json`` counts it exactly.
+    """
+
+    name: str
+    provider: str
+    tokenizer: str | None
+    context_window: int
+    max_output_tokens: int
+    input_price_per_mtok: float | None
+    output_price_per_mtok: float | None
+    cached_input_price_per_mtok: float | None = None
+    long_context_threshold: int | None = None
+    long_input_price_per_mtok: float | None = None
+    long_output_price_per_mtok: float | None = None
+    aliases: tuple[str, ...] = ()
+    hf_tokenizer: str | None = None
