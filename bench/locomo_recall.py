@@ -41,7 +41,7 @@ from convmem import Memory, Message
 from convmem.longterm._partition import RecallDoc
 from convmem.longterm.embedders import Embedder, HashingEmbedder
 from convmem.longterm.recall import Keys, Mode, RecallIndex
-from convmem.stores.sqlite_longterm import SQLiteRecallStore
+from convmem.stores.sqlite.longterm import SQLiteRecallStore
 
 LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 KS = (1, 5, 10, 25)

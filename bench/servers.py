@@ -52,8 +52,8 @@ import redis
 from convmem import Memory, Message
 from convmem.longterm.recall import RecallDoc
 from convmem.stores import PostgresStore, RedisStore, SQLiteStore
-from convmem.stores.postgres_longterm import PostgresRecallStore
-from convmem.stores.sqlite_longterm import SQLiteRecallStore
+from convmem.stores.postgres.longterm import PostgresRecallStore
+from convmem.stores.sqlite.longterm import SQLiteRecallStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stores import text  # the same message texts as the persistence bench

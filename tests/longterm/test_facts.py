@@ -15,8 +15,8 @@ from convmem.errors import ConflictError, LLMError
 from convmem.longterm.factbook import AsyncFacts, Facts
 from convmem.longterm.facts import FactAdd, FactInvalidate, FactStore
 from convmem.longterm.factstore import MemoryFactStore
-from convmem.stores.files_longterm import FileFactStore
-from convmem.stores.sqlite_longterm import SQLiteFactStore
+from convmem.stores.files.longterm import FileFactStore
+from convmem.stores.sqlite.longterm import SQLiteFactStore
 
 from .fakes import AsyncRuleExtractor, FailingExtractor, HallucinatingExtractor, RuleExtractor
 

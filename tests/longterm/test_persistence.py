@@ -17,9 +17,9 @@ from convmem.longterm.embedders import HashingEmbedder
 from convmem.longterm.factbook import Facts
 from convmem.longterm.recall import RecallDoc, RecallIndex
 from convmem.stores.files import FileStore
-from convmem.stores.files_longterm import FileBlockStore, FileFactStore, FileRecallStore
+from convmem.stores.files.longterm import FileBlockStore, FileFactStore, FileRecallStore
 from convmem.stores.sqlite import SQLiteStore
-from convmem.stores.sqlite_longterm import SQLiteBlockStore, SQLiteFactStore, SQLiteRecallStore, fts_query
+from convmem.stores.sqlite.longterm import SQLiteBlockStore, SQLiteFactStore, SQLiteRecallStore, fts_query
 
 from .embedders import FlakyEmbedder
 

@@ -20,8 +20,8 @@ import convmem.stores
 from convmem import ConfigurationError, StoreError
 from convmem.errors import SessionNotFoundError
 from convmem.stores import open_store
-from convmem.stores._pg_sql import MIGRATIONS
 from convmem.stores.postgres import PostgresStore
+from convmem.stores.postgres._sql import MIGRATIONS
 from convmem.stores.redis import RedisStore
 from convmem.testing import numbered
 

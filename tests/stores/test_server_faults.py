@@ -37,11 +37,11 @@ import pytest
 
 from convmem import Memory
 from convmem.errors import ConflictError, InvalidMessageError, StoreError
-from convmem.stores import _pg_ops as pg_ops
-from convmem.stores import _redis_ops as redis_ops
 from convmem.stores.base import SessionState
 from convmem.stores.postgres import PostgresStore
+from convmem.stores.postgres import _ops as pg_ops
 from convmem.stores.redis import RedisStore
+from convmem.stores.redis import _ops as redis_ops
 from convmem.testing import numbered
 
 from ..validators import validate_openai

@@ -22,9 +22,9 @@ from convmem.longterm.embedders import HashingEmbedder
 from convmem.longterm.factbook import Facts
 from convmem.longterm.recall import RecallDoc, RecallIndex
 from convmem.stores.postgres import PostgresStore
-from convmem.stores.postgres_longterm import PostgresBlockStore, PostgresFactStore, PostgresRecallStore
+from convmem.stores.postgres.longterm import PostgresBlockStore, PostgresFactStore, PostgresRecallStore
 from convmem.stores.redis import RedisStore
-from convmem.stores.redis_longterm import RedisBlockStore, RedisFactStore, RedisRecallStore
+from convmem.stores.redis.longterm import RedisBlockStore, RedisFactStore, RedisRecallStore
 
 from ..longterm.embedders import FlakyEmbedder
 from ._servers import PG_URL, REDIS_URL, drop_prefixes, drop_schemas, prefix_for, schema_for

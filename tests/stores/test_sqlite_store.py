@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from convmem.stores import AsyncSQLiteStore, SQLiteStore
-from convmem.stores._sql import MIGRATIONS
+from convmem.stores.sqlite._sql import MIGRATIONS
 from convmem.testing import AsyncStoreConformance, StoreConformance
 
 

@@ -10,8 +10,8 @@ A store that can also search its documents lexically (SQLite FTS5)
 implements :class:`LexicalRecallStore`; the index then asks it instead of
 keeping BM25 postings in memory.
 
-Implementations: :class:`~convmem.stores.sqlite_longterm.SQLiteRecallStore`
-and :class:`~convmem.stores.files_longterm.FileRecallStore`.
+Implementations: :class:`~convmem.stores.sqlite.longterm.SQLiteRecallStore`
+and :class:`~convmem.stores.files.longterm.FileRecallStore`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,12 @@
 """Stores: where sessions and their append-only messages live.
 
 The contract is in :mod:`convmem.stores.base`; the conformance suite every
-backend passes is :mod:`convmem.testing`. Built-in backends:
+backend passes is :mod:`convmem.testing`. Each backend is one subpackage
+(``sqlite/``, ``files/``, ``postgres/``, ``redis/``) holding its store, its
+long-term stores and its private SQL or Lua; what they all share stays here:
+the contract (``base``), the codec (``codec``), the pure helpers (``_common``,
+``_longterm_codec``) and the thread wrapper of the async twins (``_async``).
+Built-in backends:
 
 ==================  ===============================================================
 ``MemoryStore``     in this process; the reference, and ``Memory()``'s default
@@ -11,8 +16,10 @@ backend passes is :mod:`convmem.testing`. Built-in backends:
 ``RedisStore``      a Redis database, for many processes (extra ``redis``)
 ==================  ===============================================================
 
-Each has an ``Async`` twin. Backends are imported on first use, so
-``import convmem.stores`` stays cheap; a server backend whose extra is not
+Each has an ``Async`` twin, and each backend keeps its long-term memory
+(facts, working blocks, recall) in the same place: ``SQLiteFactStore``,
+``PostgresRecallStore`` and so on (these need the ``recall`` extra).
+Backends are imported on first use, so ``import convmem.stores`` stays cheap; a server backend whose extra is not
 installed raises :class:`~convmem.errors.ConfigurationError` with the
 ``pip install`` command.
 
@@ -49,11 +56,11 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from .files import AsyncFileStore, FileStore
+    from .files import AsyncFileStore, FileBlockStore, FileFactStore, FileRecallStore, FileStore
     from .memory import AsyncMemoryStore, MemoryStore
-    from .postgres import AsyncPostgresStore, PostgresStore
-    from .redis import AsyncRedisStore, RedisStore
-    from .sqlite import AsyncSQLiteStore, SQLiteStore
+    from .postgres import AsyncPostgresStore, PostgresBlockStore, PostgresFactStore, PostgresRecallStore, PostgresStore
+    from .redis import AsyncRedisStore, RedisBlockStore, RedisFactStore, RedisRecallStore, RedisStore
+    from .sqlite import AsyncSQLiteStore, SQLiteBlockStore, SQLiteFactStore, SQLiteRecallStore, SQLiteStore
 
 __all__ = [
     "AsyncFileStore",
@@ -63,11 +70,23 @@ __all__ = [
     "AsyncSQLiteStore",
     "AsyncSessionStore",
     "AsyncStore",
+    "FileBlockStore",
+    "FileFactStore",
+    "FileRecallStore",
     "FileStore",
     "LoadedSession",
     "MemoryStore",
+    "PostgresBlockStore",
+    "PostgresFactStore",
+    "PostgresRecallStore",
     "PostgresStore",
+    "RedisBlockStore",
+    "RedisFactStore",
+    "RedisRecallStore",
     "RedisStore",
+    "SQLiteBlockStore",
+    "SQLiteFactStore",
+    "SQLiteRecallStore",
     "SQLiteStore",
     "SearchableStore",
     "SessionInfo",
@@ -80,18 +99,20 @@ __all__ = [
     "status_of",
 ]
 
-_LAZY = {
-    "AsyncFileStore": "files",
-    "FileStore": "files",
-    "AsyncMemoryStore": "memory",
-    "MemoryStore": "memory",
-    "AsyncSQLiteStore": "sqlite",
-    "SQLiteStore": "sqlite",
-    "AsyncPostgresStore": "postgres",
-    "PostgresStore": "postgres",
-    "AsyncRedisStore": "redis",
-    "RedisStore": "redis",
+_BACKENDS = {
+    "files": ("AsyncFileStore", "FileStore", "FileBlockStore", "FileFactStore", "FileRecallStore"),
+    "memory": ("AsyncMemoryStore", "MemoryStore"),
+    "sqlite": ("AsyncSQLiteStore", "SQLiteStore", "SQLiteBlockStore", "SQLiteFactStore", "SQLiteRecallStore"),
+    "postgres": (
+        "AsyncPostgresStore",
+        "PostgresStore",
+        "PostgresBlockStore",
+        "PostgresFactStore",
+        "PostgresRecallStore",
+    ),
+    "redis": ("AsyncRedisStore", "RedisStore", "RedisBlockStore", "RedisFactStore", "RedisRecallStore"),
 }
+_LAZY = {name: module for module, names in _BACKENDS.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:

@@ -24,7 +24,7 @@ export. Design:
   several locks are always taken from a fork towards its ancestors.
 * Message ids are unique per session and its shared history (the SQLite
   store makes them unique per database). A small id index per session
-  (``ids/``, see :mod:`convmem.stores._fileids`) answers the check by
+  (``ids/``, see :mod:`convmem.stores.files._ids`) answers the check by
   reading one bucket, not the history.
 
 Example::
@@ -40,22 +40,22 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
-from ..messages import PINNED_ROLES, Message
-from ._async import AsyncStoreWrapper
-from ._common import (
+from ...errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
+from ...messages import PINNED_ROLES, Message
+from .._async import AsyncStoreWrapper
+from .._common import (
     check_batch,
     check_deletable,
     export_line,
     json_object,
     now,
 )
-from ._fileids import IdIndex
-from ._filemeta import Meta, read_meta, write_meta
-from ._files_base import META, guarded
-from ._files_sessions import FileSessions
-from ._jsonlfile import LineFile
-from .base import LoadedSession, SessionState, StoredMessage
+from ..base import LoadedSession, SessionState, StoredMessage
+from ._base import META, guarded
+from ._ids import IdIndex
+from ._jsonl import LineFile
+from ._meta import Meta, read_meta, write_meta
+from ._sessions import FileSessions
 
 __all__ = ["AsyncFileStore", "FileStore"]
 

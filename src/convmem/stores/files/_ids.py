@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from ._jsonlfile import LineFile
+from ._jsonl import LineFile
 
 __all__ = ["IdIndex"]
 

@@ -21,13 +21,13 @@ Design:
   once are safe; a schema written by a newer convmem (unknown migrations), or
   holding tables of another program, is refused before anything is changed.
 * The sync and async stores run the same I/O-free operations
-  (:mod:`convmem.stores._pg_ops`) over the same SQL (:mod:`convmem.stores._pg_sql`);
+  (:mod:`convmem.stores.postgres._ops`) over the same SQL (:mod:`convmem.stores.postgres._sql`);
   driver errors become :class:`~convmem.errors.StoreError` naming host and
-  port, never the password, in one place (:mod:`convmem.stores._pg_db`),
+  port, never the password, in one place (:mod:`convmem.stores.postgres._db`),
   which also retries safely when a connection is lost.
 
 Recall and long-term memory (facts, working blocks, recall documents) live
-in the same schema, in :mod:`convmem.stores.postgres_longterm`:
+in the same schema, in :mod:`convmem.stores.postgres.longterm`:
 
 * lexical: a stored ``tsvector`` with a GIN index, ranked by ``ts_rank``;
 * dense: pgvector is detected (:meth:`PostgresStore.has_pgvector` reads
@@ -55,8 +55,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ..errors import ConfigurationError
-from ..messages import Message
+from ...errors import ConfigurationError
+from ...messages import Message
 
 try:
     import psycopg  # noqa: F401 - only to fail early, with the install hint
@@ -66,13 +66,13 @@ except ImportError as exc:
         f"PostgresStore needs psycopg 3 and psycopg_pool ({exc.name} is missing): pip install 'convmem[postgres]'"
     ) from None
 
-from . import _pg_ops as ops
-from . import _pg_sessions as sessions
-from ._common import Segment, check_batch
-from ._pg_db import AsyncDriver, Settings, SyncDriver
-from ._pg_ops import Query
-from ._pg_sql import HAS_PGVECTOR
-from .base import LoadedSession, SessionInfo, SessionState, StoredMessage
+from .._common import Segment, check_batch
+from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
+from . import _ops as ops
+from . import _sessions as sessions
+from ._db import AsyncDriver, Settings, SyncDriver
+from ._ops import Query
+from ._sql import HAS_PGVECTOR
 
 __all__ = ["AsyncPostgresStore", "PostgresStore"]
 

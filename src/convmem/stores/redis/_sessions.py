@@ -1,7 +1,7 @@
 """The Redis store's session management as I/O-free flows: update, delete, expire, fork, export, import.
 
-The other half of :mod:`convmem.stores._redis_ops` (same requests, same
-drivers). Each write is one script from :mod:`convmem.stores._redis_lua`.
+The other half of :mod:`convmem.stores.redis._ops` (same requests, same
+drivers). Each write is one script from :mod:`convmem.stores.redis._lua`.
 A fork counts the rows it shares inside its script and is created only if
 the count is still the one its state was computed from, so a concurrent
 delete cannot leave it with wrong counters.
@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from ..errors import SessionNotFoundError, StoreError
-from ..messages import PINNED_ROLES
-from ._common import export_header, export_line, fork_state, json_object, new_session_id, now, parse_export, segments
-from ._redis_ops import (
+from ...errors import SessionNotFoundError, StoreError
+from ...messages import PINNED_ROLES
+from .._common import export_header, export_line, fork_state, json_object, new_session_id, now, parse_export, segments
+from ..base import SessionInfo
+from ..codec import dumps, encode_datetime, encode_state
+from ._ops import (
     Cmd,
     Flow,
     Keys,
@@ -35,8 +37,6 @@ from ._redis_ops import (
     stamp,
     user_key,
 )
-from .base import SessionInfo
-from .codec import dumps, encode_datetime, encode_state
 
 
 def update_session(

@@ -15,8 +15,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from ..errors import StoreError
-from ._common import (
+from ...errors import StoreError
+from .._common import (
     export_header,
     export_line,
     fork_state,
@@ -25,11 +25,11 @@ from ._common import (
     now,
     parse_export,
 )
-from ._fileids import IdIndex
-from ._filemeta import Meta, write_meta
-from ._files_base import MESSAGES, META, FilesBase, guarded
-from ._jsonlfile import LineFile, fsync_dir
-from .base import SessionInfo
+from ..base import SessionInfo
+from ._base import MESSAGES, META, FilesBase, guarded
+from ._ids import IdIndex
+from ._jsonl import LineFile, fsync_dir
+from ._meta import Meta, write_meta
 
 __all__ = ["FileSessions"]
 

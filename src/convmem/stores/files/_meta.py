@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
-from ..messages import PINNED_ROLES
-from ._jsonlfile import Line, LineFile, atomic_write
-from .base import SessionInfo, SessionState
-from .codec import decode_datetime, decode_state, encode_datetime, encode_state
+from ...errors import StoreError
+from ...messages import PINNED_ROLES
+from ..base import SessionInfo, SessionState
+from ..codec import decode_datetime, decode_state, encode_datetime, encode_state
+from ._jsonl import Line, LineFile, atomic_write
 
 __all__ = ["Meta", "read_meta", "write_meta"]
 

@@ -1,7 +1,7 @@
 """The PostgreSQL store's session management as I/O-free flows: list, update, delete, expire, fork, export, import.
 
-The other half of :mod:`convmem.stores._pg_ops` (same :class:`~._pg_ops.Op`
-and :class:`~._pg_ops.Query` types, same drivers). Writes that create or
+The other half of :mod:`convmem.stores.postgres._ops` (same :class:`~._ops.Op`
+and :class:`~._ops.Query` types, same drivers). Writes that create or
 remove sessions lock the session row (``FOR UPDATE``) first, so a fork and
 a delete of the same session, or two deletes, are ordered.
 """
@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from ..errors import StoreError
-from . import _pg_sql as sql
-from ._common import export_header, export_line, fork_state, json_object, new_session_id, now, parse_export, segments
-from ._pg_ops import (
+from ...errors import StoreError
+from .._common import export_header, export_line, fork_state, json_object, new_session_id, now, parse_export, segments
+from ..base import SessionInfo
+from ..codec import dumps, encode_state
+from . import _sql as sql
+from ._ops import (
     Flow,
     Op,
     Query,
@@ -29,8 +31,6 @@ from ._pg_ops import (
     stored,
     user_key,
 )
-from .base import SessionInfo
-from .codec import dumps, encode_state
 
 
 def remove(row: Row) -> Flow[None]:

@@ -1,8 +1,8 @@
 """The SQL text of the PostgreSQL stores, and the append-only list of migrations.
 
 :class:`~convmem.stores.postgres.PostgresStore` and its async twin run exactly
-these statements (they share the operations in :mod:`convmem.stores._pg_ops`).
-The schema follows the SQLite one (:mod:`convmem.stores._sql`), with these
+these statements (they share the operations in :mod:`convmem.stores.postgres._ops`).
+The schema follows the SQLite one (:mod:`convmem.stores.sqlite._sql`), with these
 PostgreSQL-specific choices:
 
 * Every table lives in one schema (``convmem`` by default), selected through

@@ -19,10 +19,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import ConvmemError, StoreError
-from ._common import now
+from ...errors import ConvmemError, StoreError
+from .._common import now
+from ..codec import encode_datetime
 from ._sql import APPLIED, CREATE_MIGRATIONS, HAS_MIGRATIONS, MIGRATIONS, RECORD_MIGRATION
-from .codec import encode_datetime
 
 __all__ = ["Database", "default_path", "translate"]
 

@@ -22,10 +22,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
 
-from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError
-from ..messages import Message
-from . import _pg_sql as sql
-from ._common import (
+from ...errors import ConflictError, InvalidMessageError, SessionNotFoundError
+from ...messages import Message
+from .._common import (
     Segment,
     check_deletable,
     json_object,
@@ -33,9 +32,10 @@ from ._common import (
     pick,
     segments,
 )
-from .base import LoadedSession, SessionInfo, SessionState, StoredMessage
-from .codec import decode_message, decode_state, dumps, encode_message, encode_state
-from .codec import loads as json_loads
+from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
+from ..codec import decode_message, decode_state, dumps, encode_message, encode_state
+from ..codec import loads as json_loads
+from . import _sql as sql
 
 T = TypeVar("T")
 Rows: TypeAlias = list[tuple[Any, ...]]

@@ -5,7 +5,7 @@ turns every one of them into a :class:`~convmem.errors.StoreError` that names
 the server as ``host:port/dbname`` and never the password (it is scrubbed
 from any driver text, too).
 
-Both drivers run the flows of :mod:`convmem.stores._pg_ops` the same way:
+Both drivers run the flows of :mod:`convmem.stores.postgres._ops` the same way:
 
 * a connection comes from a psycopg pool; one the server closed while it sat
   idle (a readable socket on an idle connection means an error or EOF is
@@ -35,9 +35,9 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from ..errors import ConfigurationError, StoreError
-from . import _pg_sql as sql
-from ._pg_ops import Flow, Op, Query, Rows, UniqueViolation
+from ...errors import ConfigurationError, StoreError
+from . import _sql as sql
+from ._ops import Flow, Op, Query, Rows, UniqueViolation
 
 __all__ = ["AsyncDriver", "Settings", "SyncDriver", "convert"]
 

@@ -12,9 +12,9 @@ Design:
 * ``load`` runs indexed range queries for the pinned messages and the window
   only; the archive is not read, so opening a 100k-message session costs what
   opening a 100-message one does.
-* The SQL text and the migrations live in :mod:`convmem.stores._sql`; driver
+* The SQL text and the migrations live in :mod:`convmem.stores.sqlite._sql`; driver
   errors become :class:`~convmem.errors.StoreError` in one place
-  (:mod:`convmem.stores._sqlite_db`).
+  (:mod:`convmem.stores.sqlite._db`).
 
 Example::
 
@@ -30,21 +30,21 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError
-from ..messages import Message
-from . import _sql as sql
-from ._async import AsyncStoreWrapper
-from ._common import (
+from ...errors import ConflictError, InvalidMessageError, SessionNotFoundError
+from ...messages import Message
+from .._async import AsyncStoreWrapper
+from .._common import (
     Segment,
     check_batch,
     check_deletable,
     json_object,
 )
-from ._sqlite_base import existing_ids, session_row, stamp, stored_row
-from ._sqlite_sessions import SQLiteSessions
-from .base import LoadedSession, SessionState, StoredMessage
-from .codec import decode_state, dumps, encode_datetime, encode_message, encode_state
-from .codec import loads as json_loads
+from ..base import LoadedSession, SessionState, StoredMessage
+from ..codec import decode_state, dumps, encode_datetime, encode_message, encode_state
+from ..codec import loads as json_loads
+from . import _sql as sql
+from ._base import existing_ids, session_row, stamp, stored_row
+from ._sessions import SQLiteSessions
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 

@@ -27,9 +27,9 @@ from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, BusyLoadingError, RedisError
 from redis.retry import Retry
 
-from ..errors import ConfigurationError, StoreError
-from ._redis_lua import SCRIPTS
-from ._redis_ops import Cmd, Flow, Lua, Op, Request
+from ...errors import ConfigurationError, StoreError
+from ._lua import SCRIPTS
+from ._ops import Cmd, Flow, Lua, Op, Request
 
 __all__ = ["AsyncDriver", "Settings", "SyncDriver", "convert"]
 

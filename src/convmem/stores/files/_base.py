@@ -17,16 +17,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
-from ..errors import SessionNotFoundError, StoreError
-from ._common import (
+from ...errors import SessionNotFoundError, StoreError
+from .._common import (
     Segment,
     pick,
     segments,
 )
-from ._fileids import IdIndex
-from ._filemeta import Meta, read_meta
-from ._jsonlfile import LineFile, locked
-from .base import SessionInfo, StoredMessage
+from ..base import SessionInfo, StoredMessage
+from ._ids import IdIndex
+from ._jsonl import LineFile, locked
+from ._meta import Meta, read_meta
 
 __all__ = ["LOCK", "MESSAGES", "META", "FilesBase", "guarded"]
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import ConfigurationError, InvalidMessageError, StoreError
-from ._common import parse_line
-from .base import StoredMessage
+from ...errors import ConfigurationError, InvalidMessageError, StoreError
+from .._common import parse_line
+from ..base import StoredMessage
 
 try:
     import fcntl

@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from ..errors import StoreError
-from . import _sql as sql
-from ._common import (
+from ...errors import StoreError
+from .._common import (
     export_header,
     export_line,
     fork_state,
@@ -22,10 +21,11 @@ from ._common import (
     now,
     parse_export,
 )
-from ._sqlite_base import LAST_SEQ, Row, SQLiteBase, existing_ids, session_row, stamp
-from .base import SessionInfo
-from .codec import decode_state, dumps, encode_datetime, encode_message, encode_state
-from .codec import loads as json_loads
+from ..base import SessionInfo
+from ..codec import decode_state, dumps, encode_datetime, encode_message, encode_state
+from ..codec import loads as json_loads
+from . import _sql as sql
+from ._base import LAST_SEQ, Row, SQLiteBase, existing_ids, session_row, stamp
 
 __all__ = ["SQLiteSessions"]
 

@@ -31,15 +31,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from ..errors import StoreError
-from ..longterm._np import np
-from ..longterm._partition import RecallDoc
-from ..longterm.blockstore import BlockRecord, check_save
-from ..longterm.facts import Fact
-from ..longterm.factstore import check_changes, select_facts
-from ._jsonlfile import locked
-from ._longterm_codec import block_from_json, block_to_json, doc_from_json, doc_to_json, fact_from_json, fact_to_json
-from .files import FileStore
+from ...errors import StoreError
+from ...longterm._np import np
+from ...longterm._partition import RecallDoc
+from ...longterm.blockstore import BlockRecord, check_save
+from ...longterm.facts import Fact
+from ...longterm.factstore import check_changes, select_facts
+from .._longterm_codec import block_from_json, block_to_json, doc_from_json, doc_to_json, fact_from_json, fact_to_json
+from ._jsonl import locked
+from .store import FileStore
 
 __all__ = ["FileBlockStore", "FileFactStore", "FileRecallStore"]
 

@@ -4,7 +4,7 @@ Install with ``pip install 'convmem[redis]'`` (redis-py).
 
 Design:
 
-* Every write is one Lua script (:mod:`convmem.stores._redis_lua`), so it is
+* Every write is one Lua script (:mod:`convmem.stores.redis._lua`), so it is
   atomic and all or nothing: the script checks the session's user and the
   message ids before its first write. An append allocates its seqs with
   ``HINCRBY next_seq n`` inside the script, so concurrent appends from any
@@ -19,9 +19,9 @@ Design:
   refreshed on each write, ancestors of a fork included). Index entries of an
   expired session are dropped lazily when met.
 * The sync and async stores run the same I/O-free flows
-  (:mod:`convmem.stores._redis_ops`); redis-py errors become
+  (:mod:`convmem.stores.redis._ops`); redis-py errors become
   :class:`~convmem.errors.StoreError` naming host and port, never the
-  password, in one place (:mod:`convmem.stores._redis_db`), which also
+  password, in one place (:mod:`convmem.stores.redis._db`), which also
   retries safely across a lost connection or a server restart.
 * One Redis (or one shard): scripts compute their keys, so Redis Cluster is
   not supported. Durability is the server's: with ``appendonly yes`` and
@@ -29,7 +29,7 @@ Design:
   with persistence off (a cache), a restart empties the store.
 
 Recall and long-term memory (facts, working blocks, recall documents and
-vectors) live under the same prefix, in :mod:`convmem.stores.redis_longterm`.
+vectors) live under the same prefix, in :mod:`convmem.stores.redis.longterm`.
 RediSearch is detected (:meth:`RedisStore.has_search` reads ``MODULE LIST``);
 the Redis 7.0 these stores were tested on has no modules, and no RediSearch
 path is shipped. So both retrievers run in the client over one user's
@@ -54,20 +54,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from ..errors import ConfigurationError
-from ..messages import Message
+from ...errors import ConfigurationError
+from ...messages import Message
 
 try:
     import redis  # noqa: F401 - only to fail early, with the install hint
 except ImportError:
     raise ConfigurationError("RedisStore needs redis-py: pip install 'convmem[redis]'") from None
 
-from . import _redis_ops as ops
-from . import _redis_sessions as sessions
-from ._common import Segment, check_batch
-from ._redis_db import AsyncDriver, Settings, SyncDriver
-from ._redis_ops import Cmd, Flow, Keys
-from .base import LoadedSession, SessionInfo, SessionState, StoredMessage
+from .._common import Segment, check_batch
+from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
+from . import _ops as ops
+from . import _sessions as sessions
+from ._db import AsyncDriver, Settings, SyncDriver
+from ._ops import Cmd, Flow, Keys
 
 __all__ = ["AsyncRedisStore", "RedisStore"]
 

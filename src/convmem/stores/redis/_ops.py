@@ -1,8 +1,8 @@
 """The Redis store's operations as I/O-free flows, driven by the sync and the async store alike.
 
-Like :mod:`convmem.stores._pg_ops`: each operation is a generator that yields
+Like :mod:`convmem.stores.postgres._ops`: each operation is a generator that yields
 requests (:class:`Cmd`, a :class:`Pipe` of commands, or a :class:`Lua` script
-call from :mod:`convmem.stores._redis_lua`) and receives their replies. Writes
+call from :mod:`convmem.stores.redis._lua`) and receives their replies. Writes
 are single scripts; reads are plain commands, and the rows of one read come
 from one ``MULTI`` so they are a consistent snapshot. Reads are clipped to
 the seqs the session hash counted, so a concurrent append cannot make the
@@ -10,7 +10,7 @@ rows disagree with the state read beside them.
 
 Flows started again after a lost connection get ``retried=True``; the
 append and save-state scripts then recognise their own earlier, committed
-attempt (see :mod:`convmem.stores._redis_lua`).
+attempt (see :mod:`convmem.stores.redis._lua`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, TypeAlias, TypeVar
 
-from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
-from ..messages import PINNED_ROLES, Message
-from ._common import Segment, check_deletable, json_object, now, pick, segments
-from .base import LoadedSession, SessionInfo, SessionState, StoredMessage
-from .codec import decode_datetime, decode_message, decode_state, dumps, encode_datetime, encode_message, encode_state
-from .codec import loads as json_loads
+from ...errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
+from ...messages import PINNED_ROLES, Message
+from .._common import Segment, check_deletable, json_object, now, pick, segments
+from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
+from ..codec import decode_datetime, decode_message, decode_state, dumps, encode_datetime, encode_message, encode_state
+from ..codec import loads as json_loads
 
 T = TypeVar("T")
 PAGE = 500  # rows per request when streaming a history

@@ -3,7 +3,7 @@
 Each class shares the :class:`~convmem.stores.sqlite.SQLiteStore`'s
 connection (pass the store) or opens the database itself (pass a path); the
 tables come from migration ``0002_long_term_memory`` in
-:mod:`convmem.stores._sql`, so one file holds sessions and long-term memory.
+:mod:`convmem.stores.sqlite._sql`, so one file holds sessions and long-term memory.
 
 * :class:`SQLiteFactStore`: one row per fact, its JSON payload beside the
   indexed validity interval. Ending a fact is ``UPDATE ... WHERE valid_to_ts
@@ -30,18 +30,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..errors import ConflictError
-from ..longterm._np import np
-from ..longterm._partition import RecallDoc
-from ..longterm.blockstore import BlockRecord, check_save
-from ..longterm.facts import Fact
-from ..longterm.factstore import select_facts
-from ..longterm.lexical import STOPWORDS
+from ...errors import ConflictError
+from ...longterm._np import np
+from ...longterm._partition import RecallDoc
+from ...longterm.blockstore import BlockRecord, check_save
+from ...longterm.facts import Fact
+from ...longterm.factstore import select_facts
+from ...longterm.lexical import STOPWORDS
+from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json, key
+from ..codec import decode_datetime, encode_datetime
 from . import _sql as sql
-from ._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json, key
-from ._sqlite_db import Database
-from .codec import decode_datetime, encode_datetime
-from .sqlite import SQLiteStore
+from ._db import Database
+from .store import SQLiteStore
 
 __all__ = ["SQLiteBlockStore", "SQLiteFactStore", "SQLiteRecallStore", "fts_query"]
 

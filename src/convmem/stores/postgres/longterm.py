@@ -3,7 +3,7 @@
 Each class runs on a :class:`~convmem.stores.postgres.PostgresStore`'s pool
 (pass the store) or opens its own (pass a URL, or nothing for
 ``$CONVMEM_POSTGRES_URL``); the tables come from migration
-``0002_long_term_memory`` in :mod:`convmem.stores._pg_sql`, so one schema
+``0002_long_term_memory`` in :mod:`convmem.stores.postgres._sql`, so one schema
 holds sessions and long-term memory. Every write is one transaction or one
 statement; every read is scoped by user (or block scope).
 
@@ -42,17 +42,17 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from ..errors import ConflictError
-from ..longterm._np import np
-from ..longterm._partition import RecallDoc
-from ..longterm.blockstore import BlockRecord, check_save
-from ..longterm.facts import Fact
-from ..longterm.factstore import select_facts
-from . import _pg_sql as sql
-from ._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json
-from ._pg_ops import Flow, Mode, Op, Query, user_key
-from .codec import decode_datetime, encode_datetime
-from .postgres import PostgresStore
+from ...errors import ConflictError
+from ...longterm._np import np
+from ...longterm._partition import RecallDoc
+from ...longterm.blockstore import BlockRecord, check_save
+from ...longterm.facts import Fact
+from ...longterm.factstore import select_facts
+from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json
+from ..codec import decode_datetime, encode_datetime
+from . import _sql as sql
+from ._ops import Flow, Mode, Op, Query, user_key
+from .store import PostgresStore
 
 __all__ = ["PostgresBlockStore", "PostgresFactStore", "PostgresRecallStore"]
 

@@ -3,7 +3,7 @@
 Each class runs on a :class:`~convmem.stores.redis.RedisStore`'s client (pass
 the store, so the keys share its prefix) or opens its own (pass a URL, or
 nothing for ``$CONVMEM_REDIS_URL``). Writes are Lua scripts
-(:mod:`convmem.stores._redis_lua`), atomic and all or nothing; reads are one
+(:mod:`convmem.stores.redis._lua`), atomic and all or nothing; reads are one
 command. Keys are per user (or block scope), so no read crosses users. The
 store's session TTL does not apply here: long-term memory is kept.
 
@@ -39,15 +39,15 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from ..errors import ConflictError
-from ..longterm._np import np
-from ..longterm._partition import RecallDoc
-from ..longterm.blockstore import BlockRecord, check_save
-from ..longterm.facts import Fact
-from ..longterm.factstore import select_facts
-from ._longterm_codec import block_from_json, block_to_json, doc_from_json, doc_to_json, fact_from_json, fact_to_json
-from ._redis_ops import Cmd, Flow, Keys, Op, user_key
-from .redis import RedisStore
+from ...errors import ConflictError
+from ...longterm._np import np
+from ...longterm._partition import RecallDoc
+from ...longterm.blockstore import BlockRecord, check_save
+from ...longterm.facts import Fact
+from ...longterm.factstore import select_facts
+from .._longterm_codec import block_from_json, block_to_json, doc_from_json, doc_to_json, fact_from_json, fact_to_json
+from ._ops import Cmd, Flow, Keys, Op, user_key
+from .store import RedisStore
 
 __all__ = ["RedisBlockStore", "RedisFactStore", "RedisRecallStore"]
 

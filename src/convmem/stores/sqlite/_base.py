@@ -2,8 +2,8 @@
 
 :class:`SQLiteBase` resolves ids and prefixes (scoped by user) and reads a
 session's history across its fork chain; the session-management and the
-message operations build on it (:mod:`convmem.stores._sqlite_sessions`,
-:mod:`convmem.stores.sqlite`).
+message operations build on it (:mod:`convmem.stores.sqlite._sessions`,
+:mod:`convmem.stores.sqlite.store`).
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import sqlite3
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from . import _sql as sql
-from ._common import (
+from .._common import (
     Segment,
     now,
     pick,
     segments,
 )
-from ._sqlite_db import Database
-from .base import SessionInfo, StoredMessage
-from .codec import decode_datetime, decode_message, encode_datetime
-from .codec import loads as json_loads
+from ..base import SessionInfo, StoredMessage
+from ..codec import decode_datetime, decode_message, encode_datetime
+from ..codec import loads as json_loads
+from . import _sql as sql
+from ._db import Database
 
 __all__ = ["LAST_SEQ", "Row", "SQLiteBase", "existing_ids", "session_row", "stamp", "stored_row"]
 
