@@ -33,6 +33,7 @@ __all__ = [
     "Message",
     "Part",
     "Role",
+    "StoredMessage",
     "TextPart",
     "ToolCall",
     "content_text",
@@ -323,6 +324,18 @@ class Message:
     def replace(self, **changes: Any) -> Message:
         """Return a validated copy with ``changes`` applied."""
         return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as stored: its per-session ``seq`` and its token count (counted once, on add).
+
+    Stores return it; long-term memory receives evicted units as lists of it.
+    """
+
+    seq: int
+    message: Message
+    tokens: int
 
 
 def content_text(content: Content | Sequence[Part]) -> str:

@@ -52,8 +52,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
 from ..errors import ConfigurationError, LLMError
-from ..messages import Message
-from ..stores.base import StoredMessage
+from ..messages import Message, StoredMessage
 from ._np import np
 from ._partition import Partition, RecallDoc, Where, top
 from .embedders import Embedder, embed_checked

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from ..messages import PINNED_ROLES, Message
+from ..messages import PINNED_ROLES, Message, StoredMessage
 
 __all__ = [
     "AsyncSessionStore",
@@ -75,15 +75,6 @@ __all__ = [
 ]
 
 MessageStatus: TypeAlias = Literal["pinned", "active", "archived", "summarized", "cleared"]
-
-
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """A message as stored: its per-session ``seq`` and its token count (counted once, on add)."""
-
-    seq: int
-    message: Message
-    tokens: int
 
 
 @dataclass(frozen=True, slots=True)
