@@ -26,32 +26,27 @@ from itertools import islice
 from typing import Any, Literal
 
 from ..errors import ContextOverflowError
-from ..messages import Message, TextPart
+from ..messages import Message
 from ..tokens import TokenCounter
+from .blockfit import (
+    BlockText,
+    block_tokens,
+    default_block_template,
+    merge_cuts,
+    render_blocks,
+    shrink_blocks,
+    user_blocks_text,
+    user_target,
+    with_prefix,
+)
 from .context import Account, Context, LeftOut, Truncation
-from .truncate import truncate_message, truncate_text
+from .truncate import truncate_message
 from .units import Unit, Window
 
 __all__ = ["BlockText", "Overflow", "SummaryText", "assemble", "default_block_template", "summary_message"]
 
 Overflow = Literal["truncate", "raise"]
 SUMMARY_HEADER = "Summary of the earlier conversation (messages {first}-{last}):\n"
-
-
-@dataclass(frozen=True, slots=True)
-class BlockText:
-    """A block's text for this turn: lower ``priority`` numbers are kept longer; 0 is never cut.
-
-    ``position`` ``"system"`` renders it into one system message after the pinned
-    ones; ``"user"`` prepends it (as its own text part) to the latest user message:
-    the input's, else the newest window unit's if that is a user message, else it
-    falls back to the system message.
-    """
-
-    name: str
-    text: str
-    priority: int = 1
-    position: str = "system"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +63,6 @@ class SummaryText:
 def summary_message(text: str, first_seq: int, last_seq: int) -> Message:
     """The system message that carries the running summary into the context."""
     return Message(role="system", content=SUMMARY_HEADER.format(first=first_seq, last=last_seq) + text)
-
-
-def default_block_template(blocks: Sequence[BlockText]) -> str:
-    """Render blocks Letta-style: each one in ``<name>...</name>`` tags, in order."""
-    return "\n\n".join(f"<{b.name}>\n{b.text}\n</{b.name}>" for b in blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +113,8 @@ def assemble(
     input_tokens = sum(tokens for _, tokens in inputs) if inputs else 0
     summary_tokens = summary.tokens if summary is not None else 0
     kept_blocks = [b for b in blocks if b.text]
-    target = _user_target(inputs, units, stop, kept_blocks) if kept_blocks else None
-    blocks_message, augmented, blocks_tokens = _render_blocks(counter, kept_blocks, template, target)
+    target = user_target(inputs, units, stop, kept_blocks) if kept_blocks else None
+    blocks_message, augmented, blocks_tokens = render_blocks(counter, kept_blocks, template, target)
 
     start = 0
     total = window.pinned_tokens + summary_tokens + blocks_tokens + window_tokens + input_tokens
@@ -133,13 +123,13 @@ def assemble(
         # A block's tokens inside the rendered message can differ by a few from its own count (merges at
         # its edges), so shrink again until the rendered total fits or only priority-0 blocks are left.
         for _ in range(4):
-            kept_blocks, _ = _shrink_blocks(counter, kept_blocks, total - available, cuts)
-            blocks_message, augmented, new_blocks_tokens = _render_blocks(counter, kept_blocks, template, target)
+            kept_blocks, _ = shrink_blocks(counter, kept_blocks, total - available, cuts)
+            blocks_message, augmented, new_blocks_tokens = render_blocks(counter, kept_blocks, template, target)
             total += new_blocks_tokens - blocks_tokens
             blocks_tokens = new_blocks_tokens
             if total <= available or not any(b.priority > 0 for b in kept_blocks):
                 break
-        left_out.extend(_merge_cuts(cuts))
+        left_out.extend(merge_cuts(cuts))
         if total > available:
             start, dropped_tokens = _drop_oldest(units, stop, total - available, left_out)
             window_tokens -= dropped_tokens
@@ -195,11 +185,11 @@ def assemble(
     in_window = False
     if augmented is not None and target is not None:
         # The user blocks ride on a copy of the target; the stored message is never changed.
-        user_text = _user_blocks_text(kept_blocks, template)
+        user_text = user_blocks_text(kept_blocks, template)
         if target[0] == "input":
-            input_messages[target[1]] = _with_prefix(input_messages[target[1]], user_text)
+            input_messages[target[1]] = with_prefix(input_messages[target[1]], user_text)
         elif newest_messages:
-            newest_messages[-1] = _with_prefix(newest_messages[-1], user_text)
+            newest_messages[-1] = with_prefix(newest_messages[-1], user_text)
             in_window = True
     system_extra: list[Message] = []
     if summary is not None:
@@ -212,7 +202,7 @@ def assemble(
         reserved_output=reserve,
         pinned=pinned_tokens,
         summary=summary_tokens,
-        blocks=_block_tokens(counter, kept_blocks, blocks_tokens),
+        blocks=block_tokens(counter, kept_blocks, blocks_tokens),
         window=window_tokens,
         input=input_tokens,
         overhead=overhead,
@@ -272,98 +262,6 @@ def _placeholder_tokens(counter: TokenCounter) -> int:
     from ..formats.anthropic import CONTINUATION_PLACEHOLDER
 
     return counter.count_message(Message(role="user", content=CONTINUATION_PLACEHOLDER))
-
-
-def _user_target(
-    inputs: Sequence[tuple[Message, int]], units: Any, stop: int, blocks: Sequence[BlockText]
-) -> tuple[str, int, Message, int] | None:
-    """Where user-position blocks go: the last user input, else the newest unit if it is a user message."""
-    if not any(b.position == "user" for b in blocks):
-        return None
-    for index in range(len(inputs) - 1, -1, -1):
-        if inputs[index][0].role == "user":
-            return ("input", index, inputs[index][0], inputs[index][1])
-    if stop > 0 and units[stop - 1].kind == "user":
-        entry = units[stop - 1].entries[-1]
-        return ("window", -1, entry.message, entry.tokens)
-    return None
-
-
-def _user_blocks_text(blocks: Sequence[BlockText], template: Callable[[Sequence[BlockText]], str]) -> str:
-    return template([b for b in blocks if b.position == "user"])
-
-
-def _with_prefix(message: Message, text: str) -> Message:
-    """A copy of ``message`` whose content starts with ``text`` as a separate text part."""
-    content = message.content
-    parts = [TextPart(content)] if isinstance(content, str) else list(content or ())
-    return message.replace(content=(TextPart(text), *parts))
-
-
-def _render_blocks(
-    counter: TokenCounter,
-    blocks: Sequence[BlockText],
-    template: Callable[[Sequence[BlockText]], str],
-    target: tuple[str, int, Message, int] | None = None,
-) -> tuple[Message | None, Message | None, int]:
-    """The system blocks message, the augmented user target, and the tokens both add."""
-    if not blocks:
-        return None, None, 0
-    in_system = [b for b in blocks if b.position != "user" or target is None]
-    message = Message(role="system", content=template(in_system)) if in_system else None
-    tokens = counter.count_message(message) if message is not None else 0
-    augmented = None
-    if target is not None and len(in_system) < len(blocks):
-        augmented = _with_prefix(target[2], _user_blocks_text(blocks, template))
-        tokens += counter.count_message(augmented) - target[3]
-    return message, augmented, tokens
-
-
-def _block_tokens(counter: TokenCounter, blocks: Sequence[BlockText], total: int) -> dict[str, int]:
-    """Per-block shares of the blocks message; the shares add up to its exact count."""
-    if not blocks:
-        return {}
-    if len(blocks) == 1:
-        return {blocks[0].name: total}
-    shares = {b.name: counter.count_text(b.text) for b in blocks}
-    shares[blocks[0].name] += total - sum(shares.values())
-    return shares
-
-
-def _shrink_blocks(
-    counter: TokenCounter, blocks: list[BlockText], over: int, left_out: list[LeftOut]
-) -> tuple[list[BlockText], int]:
-    """Cut the lowest-priority blocks first (priority 0 is never cut) until ``over`` tokens are saved."""
-    result = list(blocks)
-    for block in sorted((b for b in blocks if b.priority > 0), key=lambda b: -b.priority):
-        if over <= 0:
-            break
-        tokens = counter.count_text(block.text)
-        index = result.index(block)
-        cut = truncate_text(counter.count_text, block.text, tokens - over) if tokens > over else None
-        if cut is None or cut == block.text:
-            result.pop(index)
-            left_out.append(LeftOut("block_dropped", 0, tokens, detail=block.name))
-            over -= tokens
-        else:
-            result[index] = BlockText(block.name, cut, block.priority)
-            saved = tokens - counter.count_text(cut)
-            left_out.append(LeftOut("block_truncated", 0, saved, detail=block.name))
-            over -= saved
-    return result, over
-
-
-def _merge_cuts(cuts: list[LeftOut]) -> list[LeftOut]:
-    """One entry per block: dropped if it was dropped in any round, with the tokens of every round."""
-    merged: dict[str, LeftOut] = {}
-    for cut in cuts:
-        seen = merged.get(cut.detail)
-        if seen is None:
-            merged[cut.detail] = cut
-        else:
-            reason = "block_dropped" if "block_dropped" in (seen.reason, cut.reason) else seen.reason
-            merged[cut.detail] = seen._replace(reason=reason, tokens=seen.tokens + cut.tokens)
-    return list(merged.values())
 
 
 def _drop_oldest(units: Any, stop: int, over: int, left_out: list[LeftOut]) -> tuple[int, int]:
