@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convmem import Memory
+from convmem import Memory, Message
 from convmem.errors import ConflictError, LLMError
+from convmem.longterm._factplan import FactChanges
 from convmem.longterm.factbook import AsyncFacts, Facts
-from convmem.longterm.facts import FactAdd, FactInvalidate, FactStore
+from convmem.longterm.facts import Fact, FactAdd, FactInvalidate, FactStore
 from convmem.longterm.factstore import MemoryFactStore
 from convmem.stores.files.longterm import FileFactStore
 from convmem.stores.sqlite.longterm import SQLiteFactStore
@@ -287,3 +288,75 @@ def test_isolation_and_validity_invariants(script: list[tuple[str | None, str, s
             if fact.replaced_by is not None:
                 assert fact.valid_to is not None
                 assert any(f.id == fact.replaced_by for f in history)
+
+
+# -- the twins share one flow -------------------------------------------------------------------
+
+
+class _RacingStore(MemoryFactStore):
+    """A concurrent writer ends the planned-against fact just before our first ``conflicts`` writes."""
+
+    def __init__(self, conflicts: int) -> None:
+        super().__init__()
+        self.conflicts = conflicts
+        self.writes = 0
+
+    def write_facts(self, added: Sequence[Fact], changed: Sequence[Fact]) -> None:
+        self.writes += 1
+        if self.conflicts:
+            self.conflicts -= 1
+            raise ConflictError("fact is already ended (a concurrent writer)")
+        super().write_facts(added, changed)
+
+
+@pytest.mark.parametrize("conflicts", [0, 1, 2])
+async def test_twins_retry_a_lost_race_once_and_agree(conflicts: int) -> None:
+    batch = Memory(max_tokens=999).add_many([{"role": "user", "content": "remember a = 1"}])
+    outcomes = []
+    for twin in ("sync", "async"):
+        store = _RacingStore(conflicts)
+        try:
+            if twin == "sync":
+                changes = Facts(store, extractor=RuleExtractor()).extract(batch, user_id="u")
+            else:
+                changes = await AsyncFacts(store, extractor=RuleExtractor()).extract(batch, user_id="u")
+            outcome: object = [f.text for f in changes.added]
+        except ConflictError as exc:
+            outcome = f"conflict: {exc}"
+        outcomes.append((outcome, store.writes, [f.text for f in store.list_facts(user_id="u")]))
+    assert outcomes[0] == outcomes[1]
+    expected = (
+        ("conflict: fact is already ended (a concurrent writer)", 2, [])
+        if conflicts == 2
+        else (["a is 1"], conflicts + 1, ["a is 1"])
+    )
+    assert outcomes[0] == expected
+
+
+async def _extract_error(facts: Facts | AsyncFacts, batch: list[Message]) -> LLMError:
+    try:
+        result = facts.extract(batch, user_id="u")
+        if not isinstance(result, FactChanges):
+            await result
+    except LLMError as exc:
+        return exc
+    raise AssertionError("the extraction did not fail")
+
+
+async def test_twins_wrap_an_extractor_crash_the_same_way() -> None:
+    batch = Memory(max_tokens=999).add_many([{"role": "user", "content": "hi"}])
+    crashes = [
+        await _extract_error(facts, batch)
+        for facts in (
+            Facts(extractor=FailingExtractor(KeyError("k"))),
+            AsyncFacts(extractor=FailingExtractor(KeyError("k"))),
+        )
+    ]
+    assert [str(e) for e in crashes] == ["fact extractor failed: KeyError: 'k'"] * 2
+    assert all(isinstance(e.__cause__, KeyError) for e in crashes)
+    own = [
+        await _extract_error(f, batch)
+        for f in (Facts(extractor=FailingExtractor()), AsyncFacts(extractor=FailingExtractor()))
+    ]
+    assert [str(e) for e in own] == ["HTTP 500 from the extraction model"] * 2
+    assert all(e.__cause__ is None for e in own)  # an extractor's own LLMError passes through unchanged

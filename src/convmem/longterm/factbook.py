@@ -1,7 +1,9 @@
 """``Facts`` and ``AsyncFacts``: write, extract and query facts with temporal validity.
 
-The twins share one pure planner (:mod:`convmem.longterm._factplan`); they
-differ only in how they call the store and the extractor. Every write reads
+The twins share every decision: each operation is one generator of effects
+(:mod:`convmem.longterm._factflow`, over the pure planner of
+:mod:`convmem.longterm._factplan`) that ``Facts`` performs and ``AsyncFacts``
+awaits; they differ only in how they call the store and the extractor. Every write reads
 the user's open facts, plans the rows and writes them in one transaction; a
 concurrent writer that ended the same fact first makes the write fail with
 :class:`~convmem.errors.ConflictError` instead of silently ending it twice.
@@ -26,10 +28,21 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import ConflictError, LLMError
-from ..messages import Message
-from ..stores.base import StoredMessage
-from ._factplan import FactChanges, plan_changes
+from ..errors import LLMError
+from ..messages import Message, StoredMessage
+from ._factflow import (
+    Effect,
+    Propose,
+    ReadOpen,
+    apply_flow,
+    arun,
+    extract_flow,
+    extractor_failure,
+    run,
+    single,
+    sink_messages,
+)
+from ._factplan import FactChanges
 from .facts import (
     AsyncFactExtractor,
     AsyncFactStore,
@@ -46,47 +59,46 @@ from .factstore import AsyncFactStoreWrapper, MemoryFactStore
 __all__ = ["AsyncFacts", "Facts"]
 
 Clock = Callable[[], datetime]
-EXTRACT_ROLES = frozenset({"user", "assistant"})
 
 
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _messages(units: Sequence[Sequence[StoredMessage]]) -> list[Message]:
-    """The evicted messages an extractor reads: user and assistant text (tool plumbing carries no facts)."""
-    return [s.message for unit in units for s in unit if s.message.role in EXTRACT_ROLES and s.message.text.strip()]
-
-
-def _single(changes: FactChanges, op: FactOperation) -> Fact:
-    """The fact a single direct operation produced; raises ConflictError if it was rejected."""
-    if changes.rejected:
-        raise ConflictError(changes.rejected[0].reason)
-    if isinstance(op, FactInvalidate):
-        return next(f for f in changes.changed if f.id == op.fact_id)
-    if changes.added:
-        return changes.added[-1]
-    return changes.merged[-1]
+def _add(
+    text: str,
+    subject: str | None,
+    source_message_ids: Sequence[str],
+    valid_from: datetime | None,
+    confidence: float | None,
+    metadata: Mapping[str, Any] | None,
+) -> FactAdd:
+    return FactAdd(text, tuple(source_message_ids), subject, valid_from, confidence, metadata or {})
 
 
 class _FactsBase:
+    """The flows' arguments, built once for both twins."""
+
     def __init__(self, extractor: Any, clock: Clock | None) -> None:
         self.extractor = extractor
         self._clock = clock or _utcnow
 
-    def _plan(
+    def _apply(
         self,
         operations: Sequence[FactOperation],
-        current: Sequence[Fact],
-        *,
         user_id: str | None,
         session_id: str | None,
-        messages: Sequence[Message],
-    ) -> FactChanges:
-        times = {m.id: m.created_at for m in messages if m.id is not None and m.created_at is not None}
-        return plan_changes(
-            operations, current, user_id=user_id, session_id=session_id, now=self._clock(), message_times=times
+        messages: Sequence[Message] = (),
+        strict: bool = True,
+    ) -> Any:
+        return apply_flow(
+            operations, user_id=user_id, session_id=session_id, messages=messages, strict=strict, now=self._clock()
         )
+
+    def _extract(self, messages: Sequence[Message], user_id: str | None, session_id: str | None) -> Any:
+        if self.extractor is None:
+            raise LLMError("no fact extractor configured")
+        return extract_flow(messages, user_id=user_id, session_id=session_id, now=self._clock)
 
 
 class Facts(_FactsBase):
@@ -112,8 +124,8 @@ class Facts(_FactsBase):
         metadata: Mapping[str, Any] | None = None,
     ) -> Fact:
         """Record a fact; a duplicate of an open fact is merged into it (and returned)."""
-        op = FactAdd(text, tuple(source_message_ids), subject, valid_from, confidence, metadata or {})
-        return _single(self.apply([op], user_id=user_id, session_id=session_id), op)
+        op = _add(text, subject, source_message_ids, valid_from, confidence, metadata)
+        return single(self.apply([op], user_id=user_id, session_id=session_id), op)
 
     def update(
         self,
@@ -129,7 +141,7 @@ class Facts(_FactsBase):
     ) -> Fact:
         """End ``fact_id`` and record its new version (returned). Raises ConflictError if it is not open."""
         op = FactUpdate(fact_id, text, tuple(source_message_ids), subject, valid_from, reason)
-        return _single(self.apply([op], user_id=user_id, session_id=session_id), op)
+        return single(self.apply([op], user_id=user_id, session_id=session_id), op)
 
     def invalidate(
         self,
@@ -143,7 +155,7 @@ class Facts(_FactsBase):
     ) -> Fact:
         """End ``fact_id`` (returned with its ``valid_to``); nothing is deleted."""
         op = FactInvalidate(fact_id, reason, tuple(source_message_ids), replaced_by, valid_to)
-        return _single(self.apply([op], user_id=user_id), op)
+        return single(self.apply([op], user_id=user_id), op)
 
     def apply(
         self,
@@ -155,12 +167,7 @@ class Facts(_FactsBase):
         strict: bool = True,
     ) -> FactChanges:
         """Apply operations in one write. ``strict`` raises ConflictError on any rejected one (nothing written)."""
-        current = self.store.list_facts(user_id=user_id, open_only=True)
-        changes = self._plan(operations, current, user_id=user_id, session_id=session_id, messages=messages)
-        if strict and changes.rejected:
-            raise ConflictError(changes.rejected[0].reason)
-        if not changes.empty:
-            self.store.write_facts(changes.added, changes.changed)
+        changes: FactChanges = run(self._apply(operations, user_id, session_id, messages, strict), self._perform)
         return changes
 
     # -- reads -------------------------------------------------------------------------------
@@ -177,35 +184,28 @@ class Facts(_FactsBase):
         self, messages: Sequence[Message], *, user_id: str | None = None, session_id: str | None = None
     ) -> FactChanges:
         """Ask the extractor about ``messages`` and apply what it proposes; bad operations are skipped."""
-        if self.extractor is None:
-            raise LLMError("no fact extractor configured")
-        if not messages:
-            return FactChanges()
-        for attempt in range(2):  # one retry: a concurrent writer may have ended a fact we planned against
-            current = self.store.list_facts(user_id=user_id, open_only=True)
-            try:
-                operations = self.extractor.extract(messages, current, user_id=user_id)
-            except LLMError:
-                raise
-            except Exception as exc:
-                raise LLMError(f"fact extractor failed: {type(exc).__name__}: {exc}") from exc
-            changes = self._plan(operations, current, user_id=user_id, session_id=session_id, messages=messages)
-            try:
-                if not changes.empty:
-                    self.store.write_facts(changes.added, changes.changed)
-                return changes
-            except ConflictError:
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+        changes: FactChanges = run(self._extract(messages, user_id, session_id), self._perform)
+        return changes
 
     def absorb(self, units: Sequence[Sequence[StoredMessage]], *, session_id: str, user_id: str | None) -> None:
         """EvictionSink: extract facts from evicted units (no-op without an extractor)."""
         if self.extractor is not None:
-            self.extract(_messages(units), user_id=user_id, session_id=session_id)
+            self.extract(sink_messages(units), user_id=user_id, session_id=session_id)
 
     def close(self) -> None:
         self.store.close()
+
+    def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, ReadOpen):
+            return self.store.list_facts(user_id=effect.user_id, open_only=True)
+        if isinstance(effect, Propose):
+            try:
+                return self.extractor.extract(effect.messages, effect.current, user_id=effect.user_id)
+            except LLMError:
+                raise
+            except Exception as exc:
+                raise extractor_failure(exc) from exc
+        return self.store.write_facts(effect.added, effect.changed)
 
 
 class AsyncFacts(_FactsBase):
@@ -237,8 +237,8 @@ class AsyncFacts(_FactsBase):
         confidence: float | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> Fact:
-        op = FactAdd(text, tuple(source_message_ids), subject, valid_from, confidence, metadata or {})
-        return _single(await self.apply([op], user_id=user_id, session_id=session_id), op)
+        op = _add(text, subject, source_message_ids, valid_from, confidence, metadata)
+        return single(await self.apply([op], user_id=user_id, session_id=session_id), op)
 
     async def update(
         self,
@@ -253,7 +253,7 @@ class AsyncFacts(_FactsBase):
         session_id: str | None = None,
     ) -> Fact:
         op = FactUpdate(fact_id, text, tuple(source_message_ids), subject, valid_from, reason)
-        return _single(await self.apply([op], user_id=user_id, session_id=session_id), op)
+        return single(await self.apply([op], user_id=user_id, session_id=session_id), op)
 
     async def invalidate(
         self,
@@ -266,7 +266,7 @@ class AsyncFacts(_FactsBase):
         source_message_ids: Sequence[str] = (),
     ) -> Fact:
         op = FactInvalidate(fact_id, reason, tuple(source_message_ids), replaced_by, valid_to)
-        return _single(await self.apply([op], user_id=user_id), op)
+        return single(await self.apply([op], user_id=user_id), op)
 
     async def apply(
         self,
@@ -277,12 +277,7 @@ class AsyncFacts(_FactsBase):
         messages: Sequence[Message] = (),
         strict: bool = True,
     ) -> FactChanges:
-        current = await self.store.list_facts(user_id=user_id, open_only=True)
-        changes = self._plan(operations, current, user_id=user_id, session_id=session_id, messages=messages)
-        if strict and changes.rejected:
-            raise ConflictError(changes.rejected[0].reason)
-        if not changes.empty:
-            await self.store.write_facts(changes.added, changes.changed)
+        changes: FactChanges = await arun(self._apply(operations, user_id, session_id, messages, strict), self._perform)
         return changes
 
     async def facts(self, *, user_id: str | None = None, valid_at: datetime | None = None) -> list[Fact]:
@@ -294,34 +289,29 @@ class AsyncFacts(_FactsBase):
     async def extract(
         self, messages: Sequence[Message], *, user_id: str | None = None, session_id: str | None = None
     ) -> FactChanges:
-        if self.extractor is None:
-            raise LLMError("no fact extractor configured")
-        if not messages:
-            return FactChanges()
-        for attempt in range(2):
-            current = await self.store.list_facts(user_id=user_id, open_only=True)
-            try:
-                if isinstance(self.extractor, AsyncFactExtractor):
-                    operations = await self.extractor.aextract(messages, current, user_id=user_id)
-                else:  # a sync extractor may block on the network; keep the loop free
-                    operations = await asyncio.to_thread(self.extractor.extract, messages, current, user_id=user_id)
-            except LLMError:
-                raise
-            except Exception as exc:
-                raise LLMError(f"fact extractor failed: {type(exc).__name__}: {exc}") from exc
-            changes = self._plan(operations, current, user_id=user_id, session_id=session_id, messages=messages)
-            try:
-                if not changes.empty:
-                    await self.store.write_facts(changes.added, changes.changed)
-                return changes
-            except ConflictError:
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+        changes: FactChanges = await arun(self._extract(messages, user_id, session_id), self._perform)
+        return changes
 
     async def aabsorb(self, units: Sequence[Sequence[StoredMessage]], *, session_id: str, user_id: str | None) -> None:
         if self.extractor is not None:
-            await self.extract(_messages(units), user_id=user_id, session_id=session_id)
+            await self.extract(sink_messages(units), user_id=user_id, session_id=session_id)
 
     async def aclose(self) -> None:
         await self.store.aclose()
+
+    async def _perform(self, effect: Effect) -> Any:
+        if isinstance(effect, ReadOpen):
+            return await self.store.list_facts(user_id=effect.user_id, open_only=True)
+        if isinstance(effect, Propose):
+            try:
+                if isinstance(self.extractor, AsyncFactExtractor):
+                    return await self.extractor.aextract(effect.messages, effect.current, user_id=effect.user_id)
+                # A sync extractor may block on the network; keep the loop free.
+                return await asyncio.to_thread(
+                    self.extractor.extract, effect.messages, effect.current, user_id=effect.user_id
+                )
+            except LLMError:
+                raise
+            except Exception as exc:
+                raise extractor_failure(exc) from exc
+        return await self.store.write_facts(effect.added, effect.changed)
