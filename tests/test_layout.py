@@ -19,7 +19,7 @@ MAX_LINES = 400
 
 # docs/design.md, "Layers": each entry may import its own layer and the ones before it.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors",),
+    ("errors", "_lazy"),
     ("messages", "formats", "tokens", "usage"),
     ("policy",),
     ("longterm",),

@@ -22,9 +22,9 @@ Names are imported lazily, so ``import convmem`` stays cheap.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy
 from .errors import (
     AmbiguousSessionError,
     BlockEditError,
@@ -130,13 +130,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'convmem' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

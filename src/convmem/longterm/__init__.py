@@ -7,9 +7,9 @@ rest works without it.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy
 from .blocks import Block, CallableBlock, Position, StaticBlock, Turn, WorkingBlock
 from .blockstore import BlockRecord, BlockStore, MemoryBlockStore
 from .dynamic import FactsBlock, RecallBlock
@@ -79,10 +79,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'convmem.longterm' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy(__name__, _LAZY)

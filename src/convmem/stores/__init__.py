@@ -36,10 +36,10 @@ Example::
 
 from __future__ import annotations
 
-from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy
 from ..errors import ConfigurationError
 from .base import (
     AsyncSessionStore,
@@ -115,13 +115,7 @@ _BACKENDS = {
 _LAZY = {name: module for module, names in _BACKENDS.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'convmem.stores' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy(__name__, _LAZY)
 
 
 def open_store(spec: str | None = None) -> SessionStore:

@@ -15,9 +15,9 @@ The long-term classes are imported on first use, because they need numpy.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..._lazy import lazy
 from .store import AsyncFileStore, FileStore
 
 if TYPE_CHECKING:
@@ -25,12 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncFileStore", "FileBlockStore", "FileFactStore", "FileRecallStore", "FileStore"]
 
-_LAZY = frozenset({"FileBlockStore", "FileFactStore", "FileRecallStore"})
+_LONGTERM = ("FileBlockStore", "FileFactStore", "FileRecallStore")
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(".longterm", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy(__name__, dict.fromkeys(_LONGTERM, "longterm"))

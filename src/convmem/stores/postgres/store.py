@@ -51,12 +51,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import timedelta
-from typing import Any
-
 from ...errors import ConfigurationError
-from ...messages import Message
 
 try:
     import psycopg  # noqa: F401 - only to fail early, with the install hint
@@ -66,8 +61,7 @@ except ImportError as exc:
         f"PostgresStore needs psycopg 3 and psycopg_pool ({exc.name} is missing): pip install 'convmem[postgres]'"
     ) from None
 
-from .._common import Segment, check_batch
-from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
+from .._server import AsyncServerStore, Operations, ServerStore
 from . import _ops as ops
 from . import _sessions as sessions
 from ._db import AsyncDriver, Settings, SyncDriver
@@ -76,13 +70,31 @@ from ._sql import HAS_PGVECTOR
 
 __all__ = ["AsyncPostgresStore", "PostgresStore"]
 
+OPERATIONS = Operations(
+    append=ops.append,
+    load=ops.load,
+    save_state=ops.save_state,
+    segments_of=ops.segments_of,
+    page=ops.page,
+    delete_messages=ops.delete_messages,
+    get_session=sessions.get_session,
+    list_sessions=sessions.list_sessions,
+    update_session=sessions.update_session,
+    delete_session=sessions.delete_session,
+    expire=sessions.expire,
+    fork=sessions.fork,
+    export_jsonl=sessions.export_jsonl,
+    import_jsonl=sessions.import_jsonl,
+    page_size=ops.PAGE,
+)
+
 
 def _has_pgvector() -> ops.Flow[bool]:
     [(count,)] = yield Query(HAS_PGVECTOR)
     return bool(count)
 
 
-class PostgresStore:
+class PostgresStore(ServerStore):
     """A :class:`~convmem.stores.base.SessionStore` in a PostgreSQL schema, shared by any number of processes.
 
     Args:
@@ -98,6 +110,8 @@ class PostgresStore:
             never the password), or the schema is foreign or newer than this convmem.
     """
 
+    db: SyncDriver
+
     def __init__(
         self,
         url: str | None = None,
@@ -109,93 +123,21 @@ class PostgresStore:
     ) -> None:
         self.settings = Settings.of(url, schema, min_size, max_size, timeout)
         self.db = SyncDriver(self.settings)  # runs the operations; the long-term stores share it
+        self.ops = OPERATIONS
         self.rows_read = 0  # rows returned by load(); lets the conformance suite see load skip the archive
 
     def has_pgvector(self) -> bool:
         """Whether the server offers the pgvector extension."""
         return self.db.run(ops.Op("look for pgvector", lambda retried: _has_pgvector()))
 
-    def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-    ) -> list[int]:
-        check_batch(messages)
-        if not messages:
-            return []  # a session is created by its first message, not by an empty batch
-        return self.db.run(ops.append(session_id, messages, user_id, model))
 
-    def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
-        loaded = self.db.run(ops.load(session_id, user_id, unfolded_limit))
-        self.rows_read += len(loaded.pinned) + len(loaded.window) + len(loaded.unfolded)
-        return loaded
-
-    def save_state(
-        self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
-    ) -> SessionState:
-        return self.db.run(ops.save_state(session_id, state, expected_version, user_id))
-
-    def messages(
-        self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
-    ) -> Iterator[StoredMessage]:
-        segs, last = self.db.run(ops.segments_of(session_id, user_id, to_seq))
-        return self._pages(segs, from_seq, last)
-
-    def _pages(self, segs: list[Segment], lo: int, hi: int) -> Iterator[StoredMessage]:
-        # One short query per page: a caller that iterates slowly holds no connection.
-        while lo <= hi:
-            rows = self.db.run(ops.page(segs, lo, hi))
-            yield from rows
-            if len(rows) < ops.PAGE:
-                return
-            lo = rows[-1].seq + 1
-
-    def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        self.db.run(ops.delete_messages(session_id, seqs, user_id))
-
-    def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
-        return self.db.run(sessions.get_session(session_id, user_id))
-
-    def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        return self.db.run(sessions.list_sessions(user_id, limit))
-
-    def update_session(
-        self,
-        session_id: str,
-        *,
-        user_id: str | None = None,
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> SessionInfo:
-        return self.db.run(sessions.update_session(session_id, user_id, title, metadata))
-
-    def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
-        self.db.run(sessions.delete_session(session_id, user_id))
-
-    def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
-        return self.db.run(sessions.expire(older_than, user_id))
-
-    def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
-        return self.db.run(sessions.fork(session_id, at_seq, user_id))
-
-    def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
-        return self.db.run(sessions.export_jsonl(session_id, user_id))
-
-    def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
-        return self.db.run(sessions.import_jsonl(data, user_id))
-
-    def close(self) -> None:
-        self.db.close()
-
-
-class AsyncPostgresStore:
+class AsyncPostgresStore(AsyncServerStore):
     """The async twin of :class:`PostgresStore` (psycopg's ``AsyncConnection``; same operations, same SQL).
 
     The pool opens, and the schema is migrated, on the first awaited call, inside the running loop.
     """
+
+    db: AsyncDriver
 
     def __init__(
         self,
@@ -208,82 +150,9 @@ class AsyncPostgresStore:
     ) -> None:
         self.settings = Settings.of(url, schema, min_size, max_size, timeout)
         self.db = AsyncDriver(self.settings)
+        self.ops = OPERATIONS
         self.rows_read = 0
 
     async def has_pgvector(self) -> bool:
         """Whether the server offers the pgvector extension."""
         return await self.db.run(ops.Op("look for pgvector", lambda retried: _has_pgvector()))
-
-    async def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-    ) -> list[int]:
-        check_batch(messages)
-        if not messages:
-            return []
-        return await self.db.run(ops.append(session_id, messages, user_id, model))
-
-    async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
-        loaded = await self.db.run(ops.load(session_id, user_id, unfolded_limit))
-        self.rows_read += len(loaded.pinned) + len(loaded.window) + len(loaded.unfolded)
-        return loaded
-
-    async def save_state(
-        self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
-    ) -> SessionState:
-        return await self.db.run(ops.save_state(session_id, state, expected_version, user_id))
-
-    async def messages(
-        self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
-    ) -> list[StoredMessage]:
-        segs, hi = await self.db.run(ops.segments_of(session_id, user_id, to_seq))
-        out: list[StoredMessage] = []
-        lo = from_seq
-        while lo <= hi:
-            rows = await self.db.run(ops.page(segs, lo, hi))
-            out += rows
-            if len(rows) < ops.PAGE:
-                break
-            lo = rows[-1].seq + 1
-        return out
-
-    async def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        await self.db.run(ops.delete_messages(session_id, seqs, user_id))
-
-    async def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
-        return await self.db.run(sessions.get_session(session_id, user_id))
-
-    async def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        return await self.db.run(sessions.list_sessions(user_id, limit))
-
-    async def update_session(
-        self,
-        session_id: str,
-        *,
-        user_id: str | None = None,
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> SessionInfo:
-        return await self.db.run(sessions.update_session(session_id, user_id, title, metadata))
-
-    async def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
-        await self.db.run(sessions.delete_session(session_id, user_id))
-
-    async def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
-        return await self.db.run(sessions.expire(older_than, user_id))
-
-    async def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
-        return await self.db.run(sessions.fork(session_id, at_seq, user_id))
-
-    async def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
-        return await self.db.run(sessions.export_jsonl(session_id, user_id))
-
-    async def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
-        return await self.db.run(sessions.import_jsonl(data, user_id))
-
-    async def aclose(self) -> None:
-        await self.db.close()

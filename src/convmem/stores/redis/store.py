@@ -50,20 +50,17 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from functools import partial
 
 from ...errors import ConfigurationError
-from ...messages import Message
 
 try:
     import redis  # noqa: F401 - only to fail early, with the install hint
 except ImportError:
     raise ConfigurationError("RedisStore needs redis-py: pip install 'convmem[redis]'") from None
 
-from .._common import Segment, check_batch
-from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
+from .._server import AsyncServerStore, Operations, ServerStore
 from . import _ops as ops
 from . import _sessions as sessions
 from ._db import AsyncDriver, Settings, SyncDriver
@@ -78,13 +75,34 @@ def _keys(prefix: str, ttl: timedelta | None) -> Keys:
     return Keys(prefix, 0 if ttl is None else max(1, ttl // timedelta(milliseconds=1)))
 
 
+def _operations(keys: Keys) -> Operations:
+    """The Redis operations, bound to one store's keys (prefix and ttl)."""
+    return Operations(
+        append=partial(ops.append, keys),
+        load=partial(ops.load, keys),
+        save_state=partial(ops.save_state, keys),
+        segments_of=partial(ops.segments_of, keys),
+        page=partial(ops.page, keys),
+        delete_messages=partial(ops.delete_messages, keys),
+        get_session=partial(ops.get_session, keys),
+        list_sessions=partial(ops.list_sessions, keys),
+        update_session=partial(sessions.update_session, keys),
+        delete_session=partial(sessions.delete_session, keys),
+        expire=partial(sessions.expire, keys),
+        fork=partial(sessions.fork, keys),
+        export_jsonl=partial(sessions.export_jsonl, keys),
+        import_jsonl=partial(sessions.import_jsonl, keys),
+        page_size=ops.PAGE,
+    )
+
+
 def _modules() -> Flow[bool]:
     modules = yield Cmd(("MODULE", "LIST"))
     names = {str(dict(zip(m[::2], m[1::2], strict=True)).get(b"name", b""), "utf-8").lower() for m in modules}
     return bool(names & {"search", "ft", "searchlight"})
 
 
-class RedisStore:
+class RedisStore(ServerStore):
     """A :class:`~convmem.stores.base.SessionStore` in Redis, shared by any number of processes.
 
     Args:
@@ -100,6 +118,8 @@ class RedisStore:
         StoreError: the server cannot be reached or refuses us (host and port named, never the password).
     """
 
+    db: SyncDriver
+
     def __init__(
         self,
         url: str | None = None,
@@ -113,89 +133,18 @@ class RedisStore:
         self.keys = _keys(prefix, ttl)
         self.settings = Settings.of(url, timeout, retry_for, max_connections)
         self.db = SyncDriver(self.settings)  # runs the operations; the long-term stores share it
+        self.ops = _operations(self.keys)
         self.rows_read = 0  # rows returned by load(); lets the conformance suite see load skip the archive
 
     def has_search(self) -> bool:
         """Whether the server has the RediSearch module (vector search)."""
         return self.db.run(ops.Op("list modules", lambda retried: _modules()))
 
-    def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-    ) -> list[int]:
-        check_batch(messages)
-        if not messages:
-            return []  # a session is created by its first message, not by an empty batch
-        return self.db.run(ops.append(self.keys, session_id, messages, user_id, model))
 
-    def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
-        loaded = self.db.run(ops.load(self.keys, session_id, user_id, unfolded_limit))
-        self.rows_read += len(loaded.pinned) + len(loaded.window) + len(loaded.unfolded)
-        return loaded
-
-    def save_state(
-        self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
-    ) -> SessionState:
-        return self.db.run(ops.save_state(self.keys, session_id, state, expected_version, user_id))
-
-    def messages(
-        self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
-    ) -> Iterator[StoredMessage]:
-        segs, last = self.db.run(ops.segments_of(self.keys, session_id, user_id, to_seq))
-        return self._pages(segs, from_seq, last)
-
-    def _pages(self, segs: list[Segment], lo: int, hi: int) -> Iterator[StoredMessage]:
-        while lo <= hi:
-            rows = self.db.run(ops.page(self.keys, segs, lo, hi))
-            yield from rows
-            if len(rows) < ops.PAGE:
-                return
-            lo = rows[-1].seq + 1
-
-    def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        self.db.run(ops.delete_messages(self.keys, session_id, seqs, user_id))
-
-    def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
-        return self.db.run(ops.get_session(self.keys, session_id, user_id))
-
-    def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        return self.db.run(ops.list_sessions(self.keys, user_id, limit))
-
-    def update_session(
-        self,
-        session_id: str,
-        *,
-        user_id: str | None = None,
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> SessionInfo:
-        return self.db.run(sessions.update_session(self.keys, session_id, user_id, title, metadata))
-
-    def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
-        self.db.run(sessions.delete_session(self.keys, session_id, user_id))
-
-    def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
-        return self.db.run(sessions.expire(self.keys, older_than, user_id))
-
-    def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
-        return self.db.run(sessions.fork(self.keys, session_id, at_seq, user_id))
-
-    def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
-        return self.db.run(sessions.export_jsonl(self.keys, session_id, user_id))
-
-    def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
-        return self.db.run(sessions.import_jsonl(self.keys, data, user_id))
-
-    def close(self) -> None:
-        self.db.close()
-
-
-class AsyncRedisStore:
+class AsyncRedisStore(AsyncServerStore):
     """The async twin of :class:`RedisStore` (``redis.asyncio``; same flows, same scripts)."""
+
+    db: AsyncDriver
 
     def __init__(
         self,
@@ -210,82 +159,9 @@ class AsyncRedisStore:
         self.keys = _keys(prefix, ttl)
         self.settings = Settings.of(url, timeout, retry_for, max_connections)
         self.db = AsyncDriver(self.settings)
+        self.ops = _operations(self.keys)
         self.rows_read = 0
 
     async def has_search(self) -> bool:
         """Whether the server has the RediSearch module (vector search)."""
         return await self.db.run(ops.Op("list modules", lambda retried: _modules()))
-
-    async def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-    ) -> list[int]:
-        check_batch(messages)
-        if not messages:
-            return []
-        return await self.db.run(ops.append(self.keys, session_id, messages, user_id, model))
-
-    async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
-        loaded = await self.db.run(ops.load(self.keys, session_id, user_id, unfolded_limit))
-        self.rows_read += len(loaded.pinned) + len(loaded.window) + len(loaded.unfolded)
-        return loaded
-
-    async def save_state(
-        self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
-    ) -> SessionState:
-        return await self.db.run(ops.save_state(self.keys, session_id, state, expected_version, user_id))
-
-    async def messages(
-        self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
-    ) -> list[StoredMessage]:
-        segs, hi = await self.db.run(ops.segments_of(self.keys, session_id, user_id, to_seq))
-        out: list[StoredMessage] = []
-        lo = from_seq
-        while lo <= hi:
-            rows = await self.db.run(ops.page(self.keys, segs, lo, hi))
-            out += rows
-            if len(rows) < ops.PAGE:
-                break
-            lo = rows[-1].seq + 1
-        return out
-
-    async def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        await self.db.run(ops.delete_messages(self.keys, session_id, seqs, user_id))
-
-    async def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
-        return await self.db.run(ops.get_session(self.keys, session_id, user_id))
-
-    async def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        return await self.db.run(ops.list_sessions(self.keys, user_id, limit))
-
-    async def update_session(
-        self,
-        session_id: str,
-        *,
-        user_id: str | None = None,
-        title: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> SessionInfo:
-        return await self.db.run(sessions.update_session(self.keys, session_id, user_id, title, metadata))
-
-    async def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
-        await self.db.run(sessions.delete_session(self.keys, session_id, user_id))
-
-    async def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
-        return await self.db.run(sessions.expire(self.keys, older_than, user_id))
-
-    async def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
-        return await self.db.run(sessions.fork(self.keys, session_id, at_seq, user_id))
-
-    async def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
-        return await self.db.run(sessions.export_jsonl(self.keys, session_id, user_id))
-
-    async def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
-        return await self.db.run(sessions.import_jsonl(self.keys, data, user_id))
-
-    async def aclose(self) -> None:
-        await self.db.close()
