@@ -31,6 +31,7 @@ from .errors import ConfigurationError
 from .messages import Message
 from .policy.context import Context
 from .policy.repair import synthetic_results
+from .stores import aopen_store, open_async_store_now, open_store
 from .stores.base import AsyncStore, MessageStatus, Store
 from .stores.memory import AsyncMemoryStore, MemoryStore
 from .usage import Usage
@@ -43,22 +44,30 @@ class Memory(MemoryBase):
 
     def __init__(self, model: str | None = None, *, store: Store | str | None = None, **options: Any) -> None:
         super().__init__(model, **options)
+        self._owns_store = store is None or isinstance(store, str)  # what this memory opens, it closes
         if isinstance(store, str):
-            from .stores import open_store  # "sqlite", "sqlite:///path.db", "files:///dir", "memory"
-
-            store = open_store(store)
-        self._owns_store = store is None or isinstance(store, str)
+            store = open_store(store)  # "sqlite", "sqlite:///path.db", "files:///dir", "postgresql://...", ...
         self.store: Store = store if store is not None else MemoryStore()
         summarizer = self._core.strategy.summarizer
         if summarizer is not None and not hasattr(summarizer, "summarize"):
             raise ConfigurationError("this summarizer is async-only; use AsyncMemory or a sync summarizer")
 
     @classmethod
-    def open(cls, session_id: str, *, store: Store, user_id: str | None = None, **options: Any) -> Memory:
+    def open(cls, session_id: str, *, store: Store | str, user_id: str | None = None, **options: Any) -> Memory:
         """Reopen a stored session (a unique id prefix is enough) with its exact state.
 
-        Without options it reuses the budget and strategy the session was saved with; options given here win.
+        ``store`` is a store or a URL (the memory then owns and closes what it opened). Without options it
+        reuses the budget and strategy the session was saved with; options given here win.
         """
+        if isinstance(store, str):
+            opened = open_store(store)
+            try:
+                memory = cls.open(session_id, store=opened, user_id=user_id, **options)
+            except BaseException:
+                opened.close()
+                raise
+            memory._owns_store = True
+            return memory
         info = store.get_session(session_id, user_id=user_id)
         peek = store.load(info.id, user_id=user_id)
         merged, unfolded = open_options(peek.state, options, info.model)
@@ -180,16 +189,27 @@ class Memory(MemoryBase):
 class AsyncMemory(MemoryBase):
     """The async twin of :class:`Memory`: the same behaviour, awaited. It never calls ``asyncio.run``."""
 
-    def __init__(self, model: str | None = None, *, store: AsyncStore | None = None, **options: Any) -> None:
+    def __init__(self, model: str | None = None, *, store: AsyncStore | str | None = None, **options: Any) -> None:
         super().__init__(model, **options)
-        self._owns_store = store is None
+        self._owns_store = store is None or isinstance(store, str)
+        if isinstance(store, str):
+            store = open_async_store_now(store)  # a constructor cannot await; AsyncMemory.open can
         self.store: AsyncStore = store if store is not None else AsyncMemoryStore()
 
     @classmethod
     async def open(
-        cls, session_id: str, *, store: AsyncStore, user_id: str | None = None, **options: Any
+        cls, session_id: str, *, store: AsyncStore | str, user_id: str | None = None, **options: Any
     ) -> AsyncMemory:
         """Reopen a stored session; see :meth:`Memory.open`."""
+        if isinstance(store, str):
+            opened = await aopen_store(store)
+            try:
+                memory = await cls.open(session_id, store=opened, user_id=user_id, **options)
+            except BaseException:
+                await opened.aclose()
+                raise
+            memory._owns_store = True
+            return memory
         info = await store.get_session(session_id, user_id=user_id)
         peek = await store.load(info.id, user_id=user_id)
         merged, unfolded = open_options(peek.state, options, info.model)

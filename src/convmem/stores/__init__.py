@@ -32,12 +32,14 @@ Example::
     store = open_store("files:///var/lib/chats")
     store = open_store("postgresql://app@db/chat")  # or postgres://
     store = open_store("redis://cache:6379/0")      # or rediss://
+    store = await aopen_store("sqlite")            # the async twin, for AsyncMemory
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy
 from ..errors import ConfigurationError
@@ -95,6 +97,7 @@ __all__ = [
     "Store",
     "StoredMessage",
     "SummaryRecord",
+    "aopen_store",
     "open_store",
     "status_of",
 ]
@@ -132,26 +135,54 @@ def open_store(spec: str | None = None) -> SessionStore:
         ConfigurationError: the spec names no known backend, or the backend's extra is not installed.
         StoreError: a server backend cannot connect.
     """
-    from .files import FileStore
-    from .memory import MemoryStore
-    from .sqlite import SQLiteStore
+    kind, argument = _parse(spec)
+    store: SessionStore = __getattr__(_NAMES[kind])(*([] if argument is None else [argument]))
+    return store
 
+
+async def aopen_store(spec: str | None = None) -> AsyncSessionStore:
+    """The async twin of :func:`open_store`: the same specs, an async store.
+
+    Opening an embedded store (SQLite, files) touches the disk, so it runs in a
+    worker thread; a server store connects on its first awaited call.
+    """
+    if _parse(spec)[0] in ("sqlite", "files"):
+        return await asyncio.to_thread(open_async_store_now, spec)
+    return open_async_store_now(spec)
+
+
+def open_async_store_now(spec: str | None = None) -> AsyncSessionStore:
+    """:func:`aopen_store` without awaiting: for a constructor (``AsyncMemory(store=...)``) that cannot await."""
+    kind, argument = _parse(spec)
+    store: AsyncSessionStore = __getattr__("Async" + _NAMES[kind])(*([] if argument is None else [argument]))
+    return store
+
+
+_NAMES = {
+    "memory": "MemoryStore",
+    "sqlite": "SQLiteStore",
+    "files": "FileStore",
+    "postgres": "PostgresStore",
+    "redis": "RedisStore",
+}
+
+
+def _parse(spec: str | None) -> tuple[str, Any]:
+    """The backend a spec names, and the argument its store takes (a path, a URL, or None)."""
     if spec is None or spec == "sqlite":
-        return SQLiteStore()
+        return "sqlite", None
     if spec == "memory":
-        return MemoryStore()
+        return "memory", None
     if spec.startswith("sqlite://"):
-        return SQLiteStore(_url_path(spec, "sqlite://"))
+        return "sqlite", _url_path(spec, "sqlite://")
     if spec.startswith("files://"):
-        return FileStore(_url_path(spec, "files://"))
+        return "files", _url_path(spec, "files://")
     if spec.startswith(("postgresql://", "postgres://")):
-        store: SessionStore = __getattr__("PostgresStore")(spec)
-        return store
+        return "postgres", spec
     if spec.startswith(("redis://", "rediss://", "unix://")):
-        store = __getattr__("RedisStore")(spec)
-        return store
+        return "redis", spec
     if Path(spec).suffix in (".db", ".sqlite", ".sqlite3"):
-        return SQLiteStore(Path(spec).expanduser())
+        return "sqlite", Path(spec).expanduser()
     raise ConfigurationError(
         f"unknown store {spec!r}; use 'memory', 'sqlite', 'sqlite:///path.db', a path ending in .db, 'files:///dir', "
         "'postgresql://...' or 'redis://...'"
