@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Set up and run convmem from a fresh clone with nothing but python3.
 
-    python3 scripts/dev.py demo    # replay the shipped agent session on the embedded default
-    python3 scripts/dev.py test    # lint + strict type check + the whole test suite
+    python3 scripts/dev.py demo            # replay the shipped agent session on the embedded default
+    python3 scripts/dev.py test            # lint + format check + strict type check + the whole test suite
+    python3 scripts/dev.py test --quick    # the same checks, and the tests not marked slow (under a minute)
 
 Each command creates ./.venv on first use and installs what it needs into it.
 Only the standard library is used here, on purpose.
@@ -35,6 +36,9 @@ DEMO = [
 ]
 
 
+SOURCES = ["src", "tests", "bench", "examples", "scripts"]
+
+
 def run(*command: str | Path) -> None:
     print("+", " ".join(str(c) for c in command), flush=True)
     completed = subprocess.run([str(c) for c in command], cwd=ROOT, check=False)
@@ -49,8 +53,10 @@ def ensure_venv(extras: str) -> None:
         return
     if not BIN.joinpath("python").exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
+    print(f"setting up {VENV} with convmem[{extras or 'base'}]; the first time takes a few minutes", flush=True)
     run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    run(BIN / "python", "-m", "pip", "install", "--quiet", "-e", f".[{extras}]" if extras else ".")
+    # pip's own progress (one line per package) shows that the long first install is moving.
+    run(BIN / "python", "-m", "pip", "install", "--progress-bar", "off", "-e", f".[{extras}]" if extras else ".")
     marker.write_text(stamp)
 
 
@@ -61,9 +67,13 @@ def main() -> None:
         run(BIN / "convmem", *DEMO, *sys.argv[2:])
     elif command == "test":
         ensure_venv("dev")
-        run(BIN / "ruff", "check", "src", "tests", "bench", "examples", "scripts")
+        args = sys.argv[2:]
+        quick = "--quick" in args
+        args = [a for a in args if a != "--quick"]
+        run(BIN / "ruff", "check", *SOURCES)
+        run(BIN / "ruff", "format", "--check", *SOURCES)
         run(BIN / "mypy")
-        run(BIN / "pytest", "-q", *sys.argv[2:])
+        run(BIN / "pytest", "-q", *(["-m", "not slow"] if quick else []), *args)
     else:
         sys.exit(__doc__)
 
