@@ -73,6 +73,8 @@ def main() -> None:
         run(BIN / "ruff", "check", *SOURCES)
         run(BIN / "ruff", "format", "--check", *SOURCES)
         run(BIN / "mypy")
+        if quick:
+            os.environ["CONVMEM_QUICK"] = "1"  # property tests take a handful of examples (tests/_quick.py)
         run(BIN / "pytest", "-q", *(["-m", "not slow"] if quick else []), *args)
     else:
         sys.exit(__doc__)

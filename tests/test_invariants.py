@@ -11,6 +11,7 @@ from convmem import ImagePart, Memory, Message, TextPart, ToolCall
 from convmem.formats.openai import from_openai
 from convmem.tokens import counter_for
 
+from ._quick import examples
 from .fakes import FlakySummarizer, RecordingSummarizer
 from .validators import validate_anthropic, validate_openai, validate_responses
 
@@ -75,7 +76,7 @@ def independent_total(messages: list[dict[str, Any]]) -> int:
     return sum(COUNTER.count_message(from_openai(m)) for m in messages) + COUNTER.reply_priming
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(event, min_size=1, max_size=25).filter(lambda evs: sum(e[0] == "system" for e in evs) <= 3),
     config,

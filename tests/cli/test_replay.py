@@ -256,6 +256,7 @@ def test_version_and_help() -> None:
     assert "--strategy" in result.stdout
 
 
+@pytest.mark.slow  # a fresh interpreter imports everything
 def test_python_m_convmem_entry_point(short: Path) -> None:
     version = subprocess.run([sys.executable, "-m", "convmem", "--version"], capture_output=True, text=True, check=True)
     assert version.stdout.startswith("convmem ")

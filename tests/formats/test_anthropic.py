@@ -13,6 +13,7 @@ from convmem.errors import InvalidMessageError
 from convmem.formats.anthropic import CONTINUATION_PLACEHOLDER, AnthropicRequest, from_anthropic, to_anthropic
 from convmem.messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
 
+from .._quick import examples
 from ..strategies import conversations, with_unknown_keys
 
 # What Anthropic can express: no audio, names, local paths or multi-source files.
@@ -58,7 +59,7 @@ def requests(draw: st.DrawFn) -> AnthropicRequest:
     return AnthropicRequest(system, out)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(requests())
 def test_request_round_trip(request: AnthropicRequest) -> None:
     assert to_anthropic(from_anthropic(request.messages, request.system)) == request
@@ -88,7 +89,7 @@ def _atoms(messages: list[Message]) -> tuple[list[Any], list[Any]]:
     return system, conversation
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(conversations(**OPTIONS))
 def test_messages_keep_every_piece_of_content(conversation: list[Message]) -> None:
     request = to_anthropic(conversation)

@@ -22,6 +22,7 @@ from convmem.formats.openai import from_openai_messages
 from convmem.formats.responses import from_responses
 from convmem.messages import Message, TextPart, ToolCall
 
+from .._quick import examples
 from ..strategies import conversations
 
 _CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
@@ -159,7 +160,7 @@ _OPTIONS: dict[str, Any] = {
 }
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(conversations(max_turns=3, system=False, **_OPTIONS))
 def test_detection_never_changes_the_result(conversation: list[Message]) -> None:
     """Whatever format detection settles on, the batch parses as its own format would."""

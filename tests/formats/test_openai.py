@@ -12,6 +12,7 @@ from convmem.errors import InvalidMessageError
 from convmem.formats.openai import from_openai, from_openai_messages, to_openai, to_openai_messages
 from convmem.messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCall
 
+from .._quick import examples
 from ..strategies import messages, with_unknown_keys
 
 # Everything Chat Completions can express exactly: no local paths, no file URLs, no
@@ -36,19 +37,19 @@ def openai_dicts(draw: st.DrawFn) -> dict[str, Any]:
     return _variants(draw(with_unknown_keys(d)), draw)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(expressible)
 def test_message_round_trip(m: Message) -> None:
     assert from_openai(to_openai(m)) == m
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(openai_dicts())
 def test_dict_round_trip(d: dict[str, Any]) -> None:
     assert to_openai(from_openai(d)) == d
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.lists(openai_dicts(), max_size=5))
 def test_list_round_trip(items: list[dict[str, Any]]) -> None:
     assert to_openai_messages(from_openai_messages(items)) == items

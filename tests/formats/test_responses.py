@@ -12,6 +12,7 @@ from convmem.errors import InvalidMessageError
 from convmem.formats.responses import from_responses, to_responses
 from convmem.messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCall
 
+from .._quick import examples
 from ..strategies import conversations, messages, with_unknown_keys
 
 OPTIONS: dict[str, Any] = {"names": False, "metadata": False, "sources": ("url", "data"), "sizes": False}
@@ -32,19 +33,19 @@ def item_lists(draw: st.DrawFn) -> list[dict[str, Any]]:
     return items
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(item_lists())
 def test_items_round_trip(items: list[dict[str, Any]]) -> None:
     assert to_responses(from_responses(items)) == items
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(messages(**OPTIONS))
 def test_message_round_trip(m: Message) -> None:
     assert from_responses(to_responses([m])) == [m]
 
 
-@settings(max_examples=75, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(conversations(max_turns=4, **OPTIONS))
 def test_conversation_round_trip(conversation: list[Message]) -> None:
     assert from_responses(to_responses(conversation)) == conversation

@@ -20,6 +20,7 @@ from convmem.longterm.recall import RecallIndex
 from convmem.policy.assembly import BlockText
 from convmem.tokens import counter_for
 
+from .._quick import examples
 from ..validators import validate_anthropic, validate_openai
 
 COUNTER = counter_for("gpt-4o")
@@ -238,7 +239,7 @@ def test_recall_block_can_stay_in_the_current_session() -> None:
     assert "level 3" in texts(everywhere.context("where did I park?"))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     st.lists(
         st.tuples(st.sampled_from(["alice", "bob", "carol"]), st.sampled_from(["tea", "chess", "Lisbon"])),

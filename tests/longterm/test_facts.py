@@ -19,6 +19,7 @@ from convmem.longterm.factstore import MemoryFactStore
 from convmem.stores.files.longterm import FileFactStore
 from convmem.stores.sqlite.longterm import SQLiteFactStore
 
+from .._quick import examples
 from .fakes import AsyncRuleExtractor, FailingExtractor, HallucinatingExtractor, RuleExtractor
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -259,7 +260,7 @@ _ops = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(_ops)
 def test_isolation_and_validity_invariants(script: list[tuple[str | None, str, str, int]]) -> None:
     clock = Clock()

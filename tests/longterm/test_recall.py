@@ -18,6 +18,7 @@ from convmem.longterm.fusion import rrf, zscore
 from convmem.longterm.lexical import BM25Index, stem, tokenize
 from convmem.longterm.recall import Keys, RecallDoc, RecallIndex
 
+from .._quick import examples
 from .embedders import FlakyEmbedder
 
 T0 = datetime(2024, 3, 1, tzinfo=timezone.utc)
@@ -53,7 +54,7 @@ def test_tokenizer_and_stemmer() -> None:
     assert tokenize("\ufb01sh \uff26ish") == ["fish", "fish"]  # NFKC: ligature, full-width letter
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text())
 def test_any_query_text_is_safe(query: str) -> None:
     recall = RecallIndex(embedder=HashingEmbedder(32))
@@ -124,7 +125,7 @@ def test_filters() -> None:
         assert ids(session_id="nope") == set()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["alice", "bob", None]), st.sampled_from(CORPUS)), min_size=1, max_size=30))
 def test_isolation(rows: list[tuple[str | None, str]]) -> None:
     recall = RecallIndex(embedder=HashingEmbedder(32))

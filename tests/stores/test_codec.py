@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem import InvalidMessageError, Message
@@ -23,7 +23,10 @@ from convmem.stores.codec import (
 )
 from convmem.testing import json_values, messages, rich_messages
 
+from .._quick import examples
 
+
+@settings(max_examples=examples(100))
 @given(messages)
 def test_a_message_survives_encoding_and_encodes_to_the_same_bytes(message: Message) -> None:
     line = dumps(encode_message(message))
@@ -35,6 +38,7 @@ def test_a_message_survives_encoding_and_encodes_to_the_same_bytes(message: Mess
     assert dumps(encode_message(back)) == line
 
 
+@settings(max_examples=examples(100))
 @given(st.dictionaries(st.text(max_size=5), json_values, max_size=4), st.integers(-1, 10**6))
 def test_a_state_survives_encoding(stats: dict[str, object], start: int) -> None:
     summary = SummaryRecord("text", 0, start, 12, datetime(2024, 1, 1, 0, 0, 0, 999999, tzinfo=timezone.utc))

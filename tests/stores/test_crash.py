@@ -23,6 +23,8 @@ import pytest
 
 from convmem.stores import FileStore, SQLiteStore
 
+pytestmark = pytest.mark.slow  # real processes, SIGKILL and server restarts: the full suite only
+
 WRITER = str(Path(__file__).with_name("_writer.py"))
 BACKENDS = ["sqlite", "files"]
 

@@ -47,6 +47,8 @@ from convmem.testing import numbered
 from ..validators import validate_openai
 from ._servers import PG_URL, REDIS_URL, drop_prefixes, drop_schemas, prefix_for, schema_for
 
+pytestmark = pytest.mark.slow  # real processes, SIGKILL and server restarts: the full suite only
+
 WRITER = str(Path(__file__).with_name("_server_writer.py"))
 
 

@@ -19,6 +19,7 @@ Example (``tests/stores/test_sqlite_store.py``)::
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
@@ -41,6 +42,9 @@ from ..messages import Message
 from ..stores.base import SessionState, SessionStore, Store, SummaryRecord, status_of
 from ._data import conversations, numbered, rich_messages
 from ._session_tests import SessionTests
+
+# Examples of the resume property per backend; a quick local loop may lower it (CONVMEM_QUICK=1 gives 3).
+RESUME_EXAMPLES = 3 if os.environ.get("CONVMEM_QUICK") == "1" else 25
 
 __all__ = ["StoreConformance"]
 
@@ -246,7 +250,9 @@ class StoreConformance(SessionTests):
     # -- through Memory --------------------------------------------------------------------
     # Each backend subclass runs this same method: differing executors are the point of a shared suite.
     @settings(
-        max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors]
+        max_examples=RESUME_EXAMPLES,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors],
     )
     @given(conversations)
     def test_a_reopened_memory_gives_the_same_context(self, case: tuple[list[list[dict[str, Any]]], Any]) -> None:
