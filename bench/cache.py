@@ -1,0 +1,362 @@
+"""What each request costs with the providers' prefix caching, for convmem and its peers on one workload.
+
+Workloads (each replayed turn by turn; a *turn* ends wherever an app calls the model):
+
+* ``agent``: the shipped agent session (examples/agent_session.jsonl: 307 messages, parallel tool calls,
+  tool outputs of 2k-8k tokens);
+* ``locomo``: the first LoCoMo dev conversation (../shared/data/locomo, read in place), speaker A as the
+  user and B as the assistant, every 10th assistant turn a tool call whose result is that turn's text.
+
+For every request: its tokens, the prefix it shares with the previous request, and its billed input cost
+under OpenAI's automatic caching (gpt-4o prices) and Anthropic's ``cache_control`` caching (Claude Sonnet 4.5
+prices), as :mod:`bench._cachemodel` models them. Figures are taken once the budget is full (the history
+no longer fits), as token-weighted means; ``fill`` is the mean request size over the input budget.
+
+Run:  .venv/bin/python bench/cache.py [--budgets 4000,16000] [--workloads agent,locomo] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _cachemodel import Biller, Prices, Request, Tokens, anthropic_request, openai_request
+from convmem import Memory
+from convmem.tokens import counter_for, lookup_model
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENT = ROOT / "examples" / "agent_session.jsonl"
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+RESERVE = 256
+SYSTEM = "You are a helpful assistant. Answer from the conversation and the memories you are given."
+
+Step = list[dict[str, Any]]
+
+
+# -- workloads ----------------------------------------------------------------------------------
+
+
+def agent_steps() -> list[Step]:
+    """The agent session cut where the model is called: after a user message or a completed tool unit."""
+    messages = [json.loads(line) for line in AGENT.read_text().splitlines() if line.strip()]
+    steps: list[Step] = []
+    current: Step = []
+    for index, message in enumerate(messages):
+        current.append(message)
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        ends_tools = message["role"] == "tool" and (following is None or following["role"] != "tool")
+        if message["role"] == "user" or ends_tools:
+            steps.append(current)
+            current = []
+    if current:
+        steps.append(current)
+    return steps
+
+
+def locomo_steps() -> list[Step]:
+    sample = json.loads(LOCOMO.read_text())[0]
+    conversation = sample["conversation"]
+    speaker_a = conversation["speaker_a"]
+    keys = sorted((k for k in conversation if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
+    steps: list[Step] = [[{"role": "system", "content": SYSTEM}]]
+    assistant_turns = 0
+    for key in keys:
+        for turn in conversation[key]:
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn["speaker"] == speaker_a:
+                steps[-1].append({"role": "user", "content": text})
+                steps.append([])
+                continue
+            assistant_turns += 1
+            if assistant_turns % 10 == 0:
+                call = f"call_{assistant_turns}"
+                steps[-1].append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": call, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+                        ],
+                    }
+                )
+                steps[-1].append({"role": "tool", "tool_call_id": call, "content": text})
+                steps.append([])
+            steps[-1].append({"role": "assistant", "content": text})
+    return [s for s in steps if s]
+
+
+WORKLOADS: dict[str, Callable[[], list[Step]]] = {"agent": agent_steps, "locomo": locomo_steps}
+
+
+# -- the memories under test ----------------------------------------------------------------------
+
+
+class Runner:
+    """One memory fed step by step; ``request`` gives the next request in both providers' forms."""
+
+    def add(self, step: Step) -> None:
+        raise NotImplementedError
+
+    def request(self) -> tuple[Request, Request, int]:
+        """(OpenAI layout, Anthropic layout with breakpoints, tokens as convmem counts them)."""
+        raise NotImplementedError
+
+
+class ConvmemRunner(Runner):
+    def __init__(self, budget: int, *, blocks: bool = False, **options: Any) -> None:
+        sinks: list[Any] = []
+        memory_blocks: list[Any] = []
+        if blocks:
+            from convmem import Facts, FactsBlock, RecallBlock, RecallIndex
+
+            recall, facts = RecallIndex(), Facts(extractor=SentenceFacts())
+            sinks = [recall, facts]
+            memory_blocks = [FactsBlock(facts, limit=20), RecallBlock(recall, k=5)]
+        self.memory = Memory(
+            "gpt-4o",
+            max_tokens=budget,
+            max_output_tokens=RESERVE,
+            sinks=sinks,
+            blocks=memory_blocks,
+            **options,
+        )
+
+    def add(self, step: Step) -> None:
+        self.memory.add_many(step)
+
+    def request(self) -> tuple[Request, Request, int]:
+        openai = self.memory.context()
+        anthropic = self.memory.context(format="anthropic").request()
+        return (
+            openai_request(openai.messages),
+            anthropic_request(anthropic.get("system"), anthropic["messages"]),
+            openai.account.total,
+        )
+
+
+class SentenceFacts:
+    """A deterministic stand-in for an LLM fact extractor: first-person statements of the user become facts."""
+
+    pattern = re.compile(r"\b(I am|I'm|I have|I've|I like|I love|my)\b", re.IGNORECASE)
+
+    def extract(self, messages: Sequence[Any], facts: Sequence[Any], *, user_id: str | None = None) -> list[Any]:
+        from convmem.longterm.facts import FactAdd
+
+        out = []
+        for message in messages:
+            if message.role == "user" and self.pattern.search(message.text):
+                sentence = re.split(r"(?<=[.!?])\s", message.text)[0][:200]
+                out.append(FactAdd(sentence, (message.id,)))
+        return out
+
+
+class NaiveWindow(Runner):
+    """Keep the newest messages that fit, dropping the oldest one at a time (never splitting a tool unit)."""
+
+    def __init__(self, budget: int) -> None:
+        self.counter = counter_for("gpt-4o")
+        self.limit = budget - RESERVE - self.counter.reply_priming
+        self.system: list[tuple[dict[str, Any], int]] = []
+        self.history: list[tuple[dict[str, Any], int]] = []
+
+    def add(self, step: Step) -> None:
+        from convmem.formats import as_message
+
+        for m in step:
+            tokens = self.counter.count_message(as_message(m))
+            (self.system if m["role"] == "system" else self.history).append((m, tokens))
+        room = self.limit - sum(t for _, t in self.system)
+        while sum(t for _, t in self.history) > room and len(self.history) > 1:
+            self.history.pop(0)
+            while self.history and self.history[0][0]["role"] == "tool":
+                self.history.pop(0)
+
+    def request(self) -> tuple[Request, Request, int]:
+        messages = [m for m, _ in self.system + self.history]
+        return _peer_requests(messages, sum(t for _, t in self.system + self.history) + self.counter.reply_priming)
+
+
+class LangchainTrim(Runner):
+    """langchain-core ``trim_messages`` over the whole history each turn (strategy last, start on a human)."""
+
+    def __init__(self, budget: int) -> None:
+        from langchain_core.messages import trim_messages
+
+        self.trim = trim_messages
+        self.counter = counter_for("gpt-4o")
+        self.budget = budget - RESERVE
+        self.history: list[Any] = []
+
+    def add(self, step: Step) -> None:
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+        for m in step:
+            content = m.get("content") or ""
+            if m["role"] == "system":
+                self.history.append(SystemMessage(content))
+            elif m["role"] == "user":
+                self.history.append(HumanMessage(content))
+            elif m["role"] == "tool":
+                self.history.append(ToolMessage(content, tool_call_id=m["tool_call_id"]))
+            else:
+                calls = [
+                    {"id": c["id"], "name": c["function"]["name"], "args": json.loads(c["function"]["arguments"])}
+                    for c in m.get("tool_calls") or ()
+                ]
+                self.history.append(AIMessage(content, tool_calls=calls))
+
+    def _count(self, messages: Sequence[Any]) -> int:
+        return sum(self.counter.count_message(_lc_message(m)) for m in messages) + self.counter.reply_priming
+
+    def request(self) -> tuple[Request, Request, int]:
+        kept = self.trim(
+            self.history,
+            max_tokens=self.budget,
+            token_counter=self._count,
+            strategy="last",
+            start_on="human",
+            include_system=True,
+        )
+        messages = [_lc_dict(m) for m in kept]
+        return _peer_requests(messages, self._count(kept))
+
+
+def _lc_message(m: Any) -> Any:
+    from convmem.formats import as_message
+
+    return as_message(_lc_dict(m))
+
+
+def _lc_dict(m: Any) -> dict[str, Any]:
+    role = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}[m.type]
+    out: dict[str, Any] = {"role": role, "content": m.content if m.content else None}
+    if role == "tool":
+        out["tool_call_id"] = m.tool_call_id
+    if role == "assistant" and m.tool_calls:
+        out["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["args"])}}
+            for c in m.tool_calls
+        ]
+    if out["content"] is None and role != "assistant":
+        out["content"] = ""
+    return out
+
+
+def _peer_requests(messages: list[dict[str, Any]], tokens: int) -> tuple[Request, Request, int]:
+    """A peer places no cache breakpoints itself; it gets the usual hand-placed two (system, last message)."""
+    from convmem.formats import as_message, render
+
+    system = [m for m in messages if m["role"] == "system"]
+    anthropic = render([as_message(m) for m in messages], "anthropic").kwargs()
+    return (
+        openai_request(messages),
+        anthropic_request(anthropic.get("system") if system else None, anthropic["messages"], last_breakpoint=True),
+        tokens,
+    )
+
+
+CONFIGS: dict[str, Callable[[int], Runner]] = {
+    "convmem token_budget": lambda b: ConvmemRunner(b),
+    "convmem token_budget + recall + facts blocks": lambda b: ConvmemRunner(b, blocks=True),
+    "convmem token_budget, low_watermark=1.0": lambda b: ConvmemRunner(b, strategy_options={"low_watermark": 1.0}),
+    "naive sliding window (drop oldest)": NaiveWindow,
+    "langchain-core trim_messages": LangchainTrim,
+}
+
+
+# -- the run ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    turns: int
+    fill: float
+    reuse: float
+    openai_usd: float
+    anthropic_usd: float
+    over_budget: int
+
+
+def run(config: Callable[[int], Runner], steps: list[Step], budget: int, prices: Prices, tokens: Tokens) -> Result:
+    runner = config(budget)
+    biller = Biller(tokens, prices)
+    counter = counter_for("gpt-4o")
+    history = 0
+    full: list[tuple[Any, int]] = []
+    over = 0
+    for step in steps:
+        runner.add(step)
+        history += sum(counter.count_text(json.dumps(m)) for m in step)
+        openai, anthropic, counted = runner.request()
+        bill = biller.bill(openai, anthropic)
+        if counted + RESERVE > budget:
+            over += 1
+        if history > budget:
+            full.append((bill, counted))
+    if not full:
+        raise SystemExit(f"the workload never fills a {budget}-token budget")
+    total = sum(b.tokens for b, _ in full)
+    return Result(
+        turns=len(full),
+        fill=sum(c for _, c in full) / len(full) / (budget - RESERVE),
+        reuse=sum(b.reused for b, _ in full) / total,
+        openai_usd=sum(b.openai_usd for b, _ in full) / len(full),
+        anthropic_usd=sum(b.anthropic_usd for b, _ in full) / len(full),
+        over_budget=over,
+    )
+
+
+def prices() -> Prices:
+    openai, claude = lookup_model("gpt-4o"), lookup_model("claude-sonnet-4-5")
+    assert openai.input_price_per_mtok is not None
+    assert openai.cached_input_price_per_mtok is not None
+    assert claude.input_price_per_mtok is not None
+    assert claude.cached_input_price_per_mtok is not None
+    return Prices(
+        openai_input=openai.input_price_per_mtok,
+        openai_cached=openai.cached_input_price_per_mtok,
+        anthropic_input=claude.input_price_per_mtok,
+        anthropic_read=claude.cached_input_price_per_mtok,
+        anthropic_write=claude.input_price_per_mtok * 1.25,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budgets", default="4000,16000")
+    parser.add_argument("--workloads", default="agent,locomo")
+    parser.add_argument("--configs", default=None, help="comma-separated substrings of configuration names")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if not LOCOMO.exists() and "locomo" in args.workloads:
+        sys.exit(f"LoCoMo data not found at {LOCOMO}")
+    tokens, price = Tokens(), prices()
+    rows = []
+    print(
+        f"{'workload':<7} {'budget':>6} | {'configuration':<46} | {'fill':>5} | {'reuse':>5} | "
+        f"{'OpenAI $/1k turns':>17} | {'Anthropic $/1k turns':>20} | over"
+    )
+    for workload in args.workloads.split(","):
+        steps = WORKLOADS[workload]()
+        for budget in (int(b) for b in args.budgets.split(",")):
+            for name, config in CONFIGS.items():
+                if args.configs and not any(c in name for c in args.configs.split(",")):
+                    continue
+                result = run(config, steps, budget, price, tokens)
+                rows.append({"workload": workload, "budget": budget, "config": name, **vars(result)})
+                print(
+                    f"{workload:<7} {budget:>6} | {name[:46]:<46} | {result.fill:>5.0%} | {result.reuse:>5.0%} | "
+                    f"{result.openai_usd * 1000:>17.2f} | {result.anthropic_usd * 1000:>20.2f} | {result.over_budget}"
+                )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
