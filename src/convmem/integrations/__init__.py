@@ -14,7 +14,8 @@ Modules, and the extra each needs:
 * ``integrations.langchain``: ``ConvmemChatMessageHistory`` and the LangGraph
   ``budgeted_messages_hook`` (``convmem[langchain]``).
 * ``integrations.llamaindex``: ``ConvmemMemory``, a LlamaIndex ``BaseMemory`` (``convmem[llamaindex]``).
-* ``integrations.pydantic_ai``: ``BudgetedHistory``, a Pydantic AI history processor (``convmem[pydantic-ai]``).
+* ``integrations.pydantic_ai``: ``ConvmemHistory``, a Pydantic AI capability and history processor
+  (``convmem[pydantic-ai]``).
 
 A module imports its framework when it is imported itself (never on ``import convmem``);
 a missing framework raises :class:`~convmem.errors.ConfigurationError` naming the exact

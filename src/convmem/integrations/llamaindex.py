@@ -64,7 +64,7 @@ class ConvmemMemory(BaseMemory):
         return "ConvmemMemory"
 
     @classmethod
-    def from_defaults(cls, **kwargs: Any) -> ConvmemMemory:  # type: ignore[override]
+    def from_defaults(cls, **kwargs: Any) -> ConvmemMemory:
         """A memory over ``Memory(**kwargs)`` (e.g. ``model=``, ``max_tokens=``, ``store=``)."""
         return cls(memory=Memory(**kwargs))
 
