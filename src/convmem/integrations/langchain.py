@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from ..errors import ConfigurationError
 from ..memory import Memory
@@ -87,12 +88,12 @@ def budgeted_messages_hook(memory: MemoryFor) -> Callable[[dict[str, Any], Runna
         ConfigurationError: the state's history no longer starts with what the memory holds (a
             node removed or replaced messages), so the memory cannot follow it.
     """
-    seen: dict[int, list[str | None]] = {}  # per memory: ids of the state messages it already holds
+    seen: WeakKeyDictionary[Memory, list[str | None]] = WeakKeyDictionary()  # ids of the messages each holds
 
     def hook(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         thread = str((config.get("configurable") or {}).get("thread_id", ""))
         target = memory if isinstance(memory, Memory) else memory(thread)
-        held = seen.setdefault(id(target), [])
+        held = seen.setdefault(target, [])
         messages: list[BaseMessage] = list(state["messages"])
         if [m.id for m in messages[: len(held)]] != held:
             raise ConfigurationError(
