@@ -158,6 +158,7 @@ async def test_bad_arguments_get_mcp_errors_and_the_server_goes_on(db: tuple[str
         assert _data(await client.call_tool("sessions_list", {}))["sessions"][0]["id"] == alice_session
 
 
+@pytest.mark.slow  # a second server process; the stdio tests cover every tool
 async def test_streamable_http_transport(db: tuple[str, str, str]) -> None:
     import asyncio
     import socket
