@@ -6,6 +6,7 @@ Commands:
   report tokens, evictions and summaries per turn (:mod:`convmem.cli.replay`).
 * ``convmem sessions list|show|export|import|delete|fork`` -- stored sessions
   (:mod:`convmem.cli.sessions`).
+* ``convmem mcp --user ID`` -- one user's long-term memory as an MCP server (:mod:`convmem.cli.mcp`).
 
 Each command lives in its own module and is registered below with one line.
 
@@ -22,6 +23,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
+from .mcp import mcp
 from .replay import replay
 from .sessions import sessions_app
 
@@ -55,6 +57,7 @@ def _root(
 
 app.command(name="replay")(replay)
 app.add_typer(sessions_app, name="sessions")
+app.command(name="mcp")(mcp)
 
 
 def main() -> None:

@@ -1,0 +1,36 @@
+"""Drop-in memory for the agent frameworks people already use.
+
+Each module translates one framework's memory interface into :class:`~convmem.Memory`
+calls and back; none holds policy of its own (the budget, eviction, summaries and
+tool-call safety are the memory's)::
+
+    framework history in  ->  memory.add_many(...)      stored once, counted once
+    framework asks        ->  memory.context(...)       within the exact budget, tool calls whole
+    context out           ->  the framework's own message or item types
+
+Modules, and the extra each needs:
+
+* ``integrations.agents``: ``ConvmemSession``, an OpenAI Agents SDK ``Session`` (``convmem[agents]``).
+* ``integrations.langchain``: ``ConvmemChatMessageHistory`` and the LangGraph
+  ``budgeted_messages_hook`` (``convmem[langchain]``).
+* ``integrations.llamaindex``: ``ConvmemMemory``, a LlamaIndex ``BaseMemory`` (``convmem[llamaindex]``).
+* ``integrations.pydantic_ai``: ``ConvmemHistory``, a Pydantic AI capability and history processor
+  (``convmem[pydantic-ai]``).
+
+A module imports its framework when it is imported itself (never on ``import convmem``);
+a missing framework raises :class:`~convmem.errors.ConfigurationError` naming the exact
+``pip install`` command. The MCP server is :mod:`convmem.mcp`.
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigurationError
+
+__all__ = ["missing"]
+
+
+def missing(package: str, extra: str) -> ConfigurationError:
+    """The error an integration raises when its framework is not installed (raise it ``from`` the ImportError)."""
+    return ConfigurationError(
+        f"this integration needs {package!r}, which is not installed: pip install 'convmem[{extra}]'"
+    )

@@ -1,0 +1,139 @@
+"""A LlamaIndex ``BaseMemory`` kept by convmem: budgeted, the system prompt pinned, tool calls whole.
+
+LlamaIndex's own ``Memory`` flushes the oldest messages past its token limit,
+the system prompt among them. Here the messages live in a :class:`~convmem.Memory`,
+which pins system messages and evicts whole units::
+
+    agent / chat engine      ConvmemMemory
+      put / put_messages  ->  memory.add_many(...)                stored once, counted once
+      get(input)          ->  memory.context() as ChatMessages    within the budget
+      get_all             ->  every stored message, archived ones included
+      set(messages)       ->  memory.clear(keep_system=False), then add_many
+      reset               ->  memory.clear(keep_system=False)     archived, not deleted
+
+Messages cross as convmem Messages: text blocks become the content, ``ToolCallBlock``
+blocks the tool calls, and a ``tool`` message's ``additional_kwargs["tool_call_id"]``
+the call it answers; other block types (images, audio, documents) are refused with
+InvalidMessageError rather than dropped silently.
+
+A ``FunctionAgent`` appends its in-progress tool exchange (the run's calls and results,
+put into the memory when the run ends) to what ``get`` returns: give the memory a
+``max_output_tokens`` that covers the reply and one round of tool results.
+
+Example::
+
+    from llama_index.core.agent.workflow import FunctionAgent
+    from convmem import Memory
+    from convmem.integrations.llamaindex import ConvmemMemory
+
+    memory = Memory(model="gpt-4o", max_tokens=16_000, max_output_tokens=2_000)
+    memory.add({"role": "system", "content": "You are a helpful assistant."})
+    agent = FunctionAgent(tools=[...], llm=llm)
+    await agent.run("Hi!", memory=ConvmemMemory(memory=memory))
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from ..errors import InvalidMessageError
+from ..memory import Memory
+from ..messages import Message, ToolCall
+from . import missing
+
+try:
+    from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
+    from llama_index.core.memory.types import BaseMemory
+    from pydantic import ConfigDict, Field
+except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test with a blocked import
+    raise missing("llama-index-core", "llamaindex") from exc
+
+__all__ = ["ConvmemMemory"]
+
+
+class ConvmemMemory(BaseMemory):
+    """A LlamaIndex memory over a :class:`~convmem.Memory` (see the module docstring)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    memory: Memory = Field(exclude=True, description="the convmem memory holding the messages")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ConvmemMemory"
+
+    @classmethod
+    def from_defaults(cls, **kwargs: Any) -> ConvmemMemory:
+        """A memory over ``Memory(**kwargs)`` (e.g. ``model=``, ``max_tokens=``, ``store=``)."""
+        return cls(memory=Memory(**kwargs))
+
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """The memory's budgeted context (``input`` is already in it: agents put the user message first)."""
+        return [_chat_message(d) for d in self.memory.context(format="openai").messages]
+
+    def get_all(self) -> list[ChatMessage]:
+        """Every stored message, oldest first, archived ones included."""
+        return [_chat_message(d) for d in _openai(self.memory.messages())]
+
+    def put(self, message: ChatMessage) -> None:
+        self.memory.add(_message(message))
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Store the messages in one write; an invalid one raises InvalidMessageError and nothing is stored."""
+        self.memory.add_many([_message(m) for m in messages])
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the context with ``messages`` (what was there stays archived)."""
+        converted = [_message(m) for m in messages]  # validate before anything changes
+        self.memory.clear(keep_system=False)
+        self.memory.add_many(converted)
+
+    def reset(self) -> None:
+        self.memory.clear(keep_system=False)
+
+
+def _message(chat: ChatMessage) -> Message:
+    role = str(chat.role.value if hasattr(chat.role, "value") else chat.role)
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for i, block in enumerate(chat.blocks):
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            arguments = block.tool_kwargs if isinstance(block.tool_kwargs, str) else json.dumps(block.tool_kwargs)
+            calls.append(ToolCall(block.tool_call_id or f"call_{i}", block.tool_name, arguments))
+        else:
+            raise InvalidMessageError(f"{type(block).__name__} is not supported by ConvmemMemory", field=f"blocks[{i}]")
+    text = "".join(texts)
+    if role == "tool":
+        call_id = chat.additional_kwargs.get("tool_call_id")
+        return Message(role="tool", content=text, tool_call_id=call_id)
+    if role == "assistant":
+        return Message(role="assistant", content=(text or None) if calls else text, tool_calls=tuple(calls))
+    if role in ("chatbot", "model"):
+        return Message(role="assistant", content=text)
+    return Message(role=role, content=text)  # type: ignore[arg-type]  # validated: other roles are refused
+
+
+def _openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    from ..formats import render
+
+    return cast(list[dict[str, Any]], render(list(messages), "openai"))
+
+
+def _chat_message(d: Mapping[str, Any]) -> ChatMessage:
+    role = d["role"]
+    content = d.get("content") or ""
+    text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+    if role == "tool":
+        return ChatMessage(role="tool", content=text, additional_kwargs={"tool_call_id": d["tool_call_id"]})
+    blocks: list[Any] = [TextBlock(text=text)] if text else []
+    for call in d.get("tool_calls") or ():
+        function = call["function"]
+        blocks.append(
+            ToolCallBlock(
+                tool_call_id=call["id"], tool_name=function["name"], tool_kwargs=json.loads(function["arguments"])
+            )
+        )
+    return ChatMessage(role=role, blocks=blocks)
