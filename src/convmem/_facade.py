@@ -23,13 +23,14 @@ from .policy.assembly import BlockText, Overflow
 from .policy.context import Context
 from .policy.strategies import Plan, Strategy
 from .stores.base import LoadedSession, MessageStatus, SessionState, status_of
-from .tokens import ModelInfo, TokenCounter, cost, lookup_model
+from .tokens import Calibration, ModelInfo, TokenCounter, cost, lookup_model
 from .usage import ModelUsage, Usage, parse_usage
 
 __all__ = ["CONFIG_KEY", "InputLike", "MemoryBase", "open_options", "stored_config"]
 
 InputLike = MessageLike | str | Sequence[MessageLike] | None
 CONFIG_KEY = "config"
+CALIBRATION_KEY = "calibration"  # what a calibrated counter learned, saved with the session's stats
 UNFOLDED_LIMIT = 10_000  # archived-but-unfolded rows a folding memory re-reads on open (a failed summary's queue)
 _STRATEGY_ATTRIBUTES = ("max_tokens", "keep_recent_tokens", "max_messages", "keep_turns", "low_watermark")
 
@@ -97,6 +98,7 @@ class MemoryBase:
         self.model = model
         self.format = format
         self._sinks = list(sinks)
+        self._prediction: tuple[int, float] | None = None
 
     @property
     def budget(self) -> int:
@@ -130,13 +132,31 @@ class MemoryBase:
         core = self._core
         inputs = core.inputs(input) if input is not None else []
         if not core.blocks:
-            return core.context(inputs, format or self.format, [])
+            return self._predicted(core.context(inputs, format or self.format, []))
         query = inputs[-1][0].text if inputs else _last_user_text(core)
         turn = Turn(query, self.session_id, self.user_id, core.window_start, datetime.now(timezone.utc))
-        return core.context(inputs, format or self.format, core.block_texts(query, turn))
+        return self._predicted(core.context(inputs, format or self.format, core.block_texts(query, turn)))
+
+    def _predicted(self, context: Context) -> Context:
+        """Remember what a calibrated counter predicted, to learn from the usage reported for it."""
+        calibration = getattr(self._core.counter, "calibration", None)
+        if isinstance(calibration, Calibration):
+            self._prediction = (context.tokens, calibration.factor)
+        return context
+
+    def _learn(self, parsed: Usage) -> None:
+        """Teach a calibrated counter the prompt tokens reported for the last context (once per context)."""
+        prediction, self._prediction = self._prediction, None
+        calibration = getattr(self._core.counter, "calibration", None)
+        if prediction is None or not isinstance(calibration, Calibration) or not parsed.input_tokens:
+            return
+        if calibration.observe(prediction[0], prediction[1], parsed.input_tokens):
+            self._core.counts[CALIBRATION_KEY] = calibration.snapshot()
 
     def _usage(self, usage: Any, model: str | None = None) -> Usage:
         parsed = parse_usage(usage)
+        if model is None:
+            self._learn(parsed)
         counts = self._core.counts
         counts["input_tokens"] += parsed.input_tokens
         counts["output_tokens"] += parsed.output_tokens
@@ -157,6 +177,10 @@ class MemoryBase:
         config = self._core.counts[CONFIG_KEY]
         self._core.restore(loaded)
         self._core.counts[CONFIG_KEY] = config  # this memory's own options, which may differ from the stored ones
+        calibration = getattr(self._core.counter, "calibration", None)
+        snapshot = self._core.counts.get(CALIBRATION_KEY)
+        if isinstance(calibration, Calibration) and isinstance(snapshot, Mapping):
+            calibration.adopt(snapshot)  # only when this process has learned nothing yet for the model
 
     def _clear_plan(self, keep_system: bool) -> Plan:
         core = self._core
