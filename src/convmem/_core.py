@@ -38,7 +38,7 @@ class Stats:
 
     messages: int
     window_messages: int
-    context_tokens: int
+    context_tokens: int  # what context().tokens reports with no input and no blocks (see Memory.stats)
     archived: int
     summarized: int
     summaries: int
@@ -234,8 +234,11 @@ class MemoryCore:
         while len(self.unfolded) > 1 and sum(u.tokens for u in self.unfolded) > 8 * self.summary_max_tokens:
             self.unfolded.pop(0)
 
-    def warn(self, text: str) -> None:
+    def warn(self, text: str, *, once: bool = False) -> None:
+        """Keep ``text`` among the newest warnings; with ``once``, not again while it is still kept."""
         warnings: list[str] = self.counts["warnings"]
+        if once and text in warnings:
+            return
         warnings.append(text)
         del warnings[:-MAX_WARNINGS]
 

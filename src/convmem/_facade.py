@@ -17,7 +17,7 @@ from typing import Any
 
 from ._core import MemoryCore, Stats
 from ._intake import MessageLike
-from .errors import ConfigurationError
+from .errors import ConfigurationError, ContextOverflowError
 from .longterm.blocks import Block, Turn
 from .policy.assembly import BlockText, Overflow
 from .policy.context import Context
@@ -117,8 +117,20 @@ class MemoryBase:
         return self._core.strategy
 
     def stats(self) -> Stats:
-        """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings."""
-        return self._core.stats()
+        """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings.
+
+        ``context_tokens`` is what ``context().tokens`` reports for this state when no input is given
+        and no blocks are set: pinned, summary and window as they fit the budget, plus the reply
+        priming (and, in the Anthropic format, the continuation placeholder). Blocks are left out
+        because rendering them may search a store; ``context().account.blocks`` has their share.
+        """
+        core = self._core
+        stats = core.stats()
+        try:
+            tokens = core.context([], self.format, []).tokens
+        except ContextOverflowError:  # on_overflow="raise" and the irreducible part does not fit
+            tokens = stats.context_tokens + core.counter.reply_priming
+        return replace(stats, context_tokens=tokens)
 
     @property
     def pending_tool_calls(self) -> list[str]:
@@ -132,13 +144,15 @@ class MemoryBase:
         core = self._core
         inputs = core.inputs(input) if input is not None else []
         if not core.blocks:
-            return self._predicted(core.context(inputs, format or self.format, []))
+            return self._noted(core.context(inputs, format or self.format, []))
         query = inputs[-1][0].text if inputs else _last_user_text(core)
         turn = Turn(query, self.session_id, self.user_id, core.window_start, datetime.now(timezone.utc))
-        return self._predicted(core.context(inputs, format or self.format, core.block_texts(query, turn)))
+        return self._noted(core.context(inputs, format or self.format, core.block_texts(query, turn)))
 
-    def _predicted(self, context: Context) -> Context:
-        """Remember what a calibrated counter predicted, to learn from the usage reported for it."""
+    def _noted(self, context: Context) -> Context:
+        """Keep the context's warnings in the stats, and what a calibrated counter predicted for it."""
+        for warning in context.warnings:
+            self._core.warn(warning, once=True)
         calibration = getattr(self._core.counter, "calibration", None)
         if isinstance(calibration, Calibration):
             self._prediction = (context.tokens, calibration.factor)
