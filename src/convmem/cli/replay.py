@@ -36,6 +36,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..errors import ConvmemError
 from ..formats import Format
 from ..memory import Memory
+from ._hints import program, redact, store_flags
 from ._replayer import ReplayResult, replay_file
 from ._report import Setup, as_json, print_report
 from ._summarizer import make_summarizer
@@ -181,7 +182,11 @@ def replay(
     else:
         print_report(Console(), setup, result, every=every)
     if store != "memory":
-        err.print(f"session {memory.session_id} kept in {store}: `convmem sessions show {memory.session_id[:8]}`")
+        # The command goes on a line of its own and is never wrapped by rich, so it can be pasted as printed.
+        where = "the default SQLite database" if store == "sqlite" else redact(store)
+        err.print(f"session {memory.session_id[:8]} kept in {escape(where)}; to see it again:", soft_wrap=True)
+        command = f"{program()} sessions show {memory.session_id[:8]}{store_flags(store, None)}"
+        err.print(f"  {escape(command)}", soft_wrap=True, highlight=False)
     memory.close()
 
 
