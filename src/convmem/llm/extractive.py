@@ -188,9 +188,9 @@ class ExtractiveSummarizer:
         for message in messages:
             who = message.name or message.role
             if message.role == "tool":
-                call = calls.pop(message.tool_call_id or "", f"{message.name or 'tool'}({message.tool_call_id or ''})")
+                label = calls.pop(message.tool_call_id or "", f"{message.name or 'tool'}({message.tool_call_id or ''})")
                 error, line = _tool_line(message.text)
-                text = f"{call} → {line}" if line else call
+                text = f"{label} → {line}" if line else label
                 out.append(self._candidate(len(out), _TOOL_ERROR if error else _TOOL, text))
                 continue
             request = message.role == "user" and message.name is None
@@ -199,11 +199,11 @@ class ExtractiveSummarizer:
                 if candidate.terms:  # "Okay!" or "---" carries nothing to keep
                     out.append(candidate)
             for call in message.tool_calls:
-                label = f"{call.name}({_clip(_compact(call.arguments), 80)})"
+                called = f"{call.name}({_clip(_compact(call.arguments), 80)})"
                 if call.id in answered:
-                    calls[call.id] = label
+                    calls[call.id] = called
                 else:  # its result is not among these messages
-                    out.append(self._candidate(len(out), _TOOL, f"called {label}"))
+                    out.append(self._candidate(len(out), _TOOL, f"called {called}"))
         return out
 
     def _candidate(self, order: int, who: str, text: str) -> _Candidate:
