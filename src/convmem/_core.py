@@ -20,7 +20,7 @@ from .formats.openai import to_openai
 from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
 from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
-from .policy.context import Context, LeftOut
+from .policy.context import Context, LeftOut, evicted_account
 from .policy.strategies import Plan, Strategy, make_strategy
 from .policy.truncate import truncate_text
 from .policy.units import Entry, Unit, Window
@@ -157,14 +157,9 @@ class MemoryCore:
             return
         self._counted_version = version
         count = self.counter.count_message
-        window = self.window
-        window.pinned_tokens = 0
-        for entry in window.pinned:
-            entry.tokens = count(entry.message)
-            window.pinned_tokens += entry.tokens
-        window.tokens = sum(_recount(unit, count) for unit in window.units)
+        self.window.recount(count)
         for unit in self.unfolded:
-            _recount(unit, count)
+            unit.recount(count)
         if self.summary is not None:
             self.summary = replace(self.summary, tokens=count(self.summary.message))
 
@@ -305,34 +300,8 @@ class MemoryCore:
         return self._evicted
 
     def _evicted_now(self) -> list[LeftOut]:
-        counts = self.counts
-        out = []
-        summarized = counts["summarized_messages"]
-        archived = counts["evicted_messages"] - summarized
-        if self.summary is not None and summarized:
-            out.append(
-                LeftOut(
-                    "summarized",
-                    summarized,
-                    counts["summarized_tokens"],
-                    self.summary.first_seq,
-                    self.summary.last_seq,
-                    "folded into the running summary",
-                )
-            )
-        if archived:
-            tokens = counts["evicted_tokens"] - counts["summarized_tokens"]
-            out.append(
-                LeftOut(
-                    "archived",
-                    archived,
-                    tokens,
-                    counts["first_evicted"],
-                    self.window_start - 1,
-                    "evicted by the strategy; stored and searchable",
-                )
-            )
-        return out
+        summary = (self.summary.first_seq, self.summary.last_seq) if self.summary is not None else None
+        return evicted_account(self.counts, summary, self.window_start)
 
     def stats(self) -> Stats:
         c = self.counts
@@ -380,14 +349,6 @@ class MemoryCore:
     def note_seqs(self, seqs: Sequence[int]) -> None:
         if seqs:
             self.counts["last_seq"] = seqs[-1]
-
-
-def _recount(unit: Unit, count: Callable[[Message], int]) -> int:
-    unit.tokens = 0
-    for entry in unit.entries:
-        entry.tokens = count(entry.message)
-        unit.tokens += entry.tokens
-    return unit.tokens
 
 
 def _as_units(stored: Sequence[StoredMessage]) -> list[Unit]:

@@ -62,8 +62,6 @@ from ._common import (
     nested,
     no_path,
 )
-from ._common import (
-)
 
 __all__ = ["CONTINUATION_PLACEHOLDER", "AnthropicRequest", "from_anthropic", "to_anthropic"]
 
