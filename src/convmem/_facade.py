@@ -99,6 +99,8 @@ class MemoryBase:
         self.format = format
         self._sinks = list(sinks)
         self._prediction: tuple[int, float] | None = None
+        calibration = getattr(self._core.counter, "calibration", None)
+        self._calibration = calibration if isinstance(calibration, Calibration) else None
 
     @property
     def budget(self) -> int:
@@ -153,16 +155,15 @@ class MemoryBase:
         """Keep the context's warnings in the stats, and what a calibrated counter predicted for it."""
         for warning in context.warnings:
             self._core.warn(warning, once=True)
-        calibration = getattr(self._core.counter, "calibration", None)
-        if isinstance(calibration, Calibration):
-            self._prediction = (context.tokens, calibration.factor)
+        if self._calibration is not None:
+            self._prediction = (context.tokens, self._calibration.factor)
         return context
 
     def _learn(self, parsed: Usage) -> None:
         """Teach a calibrated counter the prompt tokens reported for the last context (once per context)."""
         prediction, self._prediction = self._prediction, None
-        calibration = getattr(self._core.counter, "calibration", None)
-        if prediction is None or not isinstance(calibration, Calibration) or not parsed.input_tokens:
+        calibration = self._calibration
+        if prediction is None or calibration is None or not parsed.input_tokens:
             return
         if calibration.observe(prediction[0], prediction[1], parsed.input_tokens):
             self._core.counts[CALIBRATION_KEY] = calibration.snapshot()
@@ -191,10 +192,9 @@ class MemoryBase:
         config = self._core.counts[CONFIG_KEY]
         self._core.restore(loaded)
         self._core.counts[CONFIG_KEY] = config  # this memory's own options, which may differ from the stored ones
-        calibration = getattr(self._core.counter, "calibration", None)
         snapshot = self._core.counts.get(CALIBRATION_KEY)
-        if isinstance(calibration, Calibration) and isinstance(snapshot, Mapping):
-            calibration.adopt(snapshot)  # only when this process has learned nothing yet for the model
+        if self._calibration is not None and isinstance(snapshot, Mapping):
+            self._calibration.adopt(snapshot)  # only when this process has learned nothing yet for the model
 
     def _clear_plan(self, keep_system: bool) -> Plan:
         core = self._core
