@@ -124,9 +124,9 @@ def test_the_window_is_recounted_when_the_factor_changes() -> None:
     memory.record_usage({"prompt_tokens": int(ctx.tokens * 2.0), "completion_tokens": 1})
     memory.add({"role": "assistant", "content": "ok"})
     counter = memory.counter
-    expected = sum(counter.count_message(m) for m in memory.messages())
+    expected = sum(counter.count_message(m) for m in memory.messages()) + counter.reply_priming
     assert memory.stats().context_tokens == expected > 1.5 * before
-    assert memory.context().tokens == expected + counter.reply_priming
+    assert memory.context().tokens == expected
 
 
 def test_usage_without_a_context_or_implausible_usage_teaches_nothing() -> None:
