@@ -9,7 +9,7 @@ never touches a store or a model: the facades do that, in the order
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,12 +20,12 @@ from .formats.openai import to_openai
 from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
 from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
-from .policy.context import Context, LeftOut
+from .policy.context import Context, LeftOut, evicted_account
 from .policy.strategies import Plan, Strategy, make_strategy
 from .policy.truncate import truncate_text
 from .policy.units import Entry, Unit, Window
 from .stores.base import LoadedSession, SessionState, StoredMessage, SummaryRecord
-from .tokens import TokenCounter
+from .tokens import Calibration, TokenCounter
 
 __all__ = ["FoldRequest", "MemoryCore", "Stats"]
 
@@ -38,7 +38,7 @@ class Stats:
 
     messages: int
     window_messages: int
-    context_tokens: int
+    context_tokens: int  # what context().tokens reports with no input and no blocks (see Memory.stats)
     archived: int
     summarized: int
     summaries: int
@@ -85,6 +85,11 @@ class MemoryCore:
         self.info, self.counter = resolve_counter(model, counter)
         if max_tokens is None and self.info is None:
             raise ConfigurationError("give a known model or an explicit max_tokens so the budget is known")
+        if max_tokens is not None and self.info is not None and max_tokens > self.info.context_window:
+            raise ConfigurationError(
+                f"max_tokens={max_tokens:,} exceeds the context window of {self.info.name} "
+                f"({self.info.context_window:,} tokens); pass at most {self.info.context_window:,}"
+            )
         self.budget = max_tokens if max_tokens is not None else self.info.context_window  # type: ignore[union-attr]
         if max_output_tokens is not None:
             self.reserve = max_output_tokens
@@ -114,10 +119,15 @@ class MemoryCore:
         self._evicted_key: tuple[Any, ...] | None = None
         self._evicted: list[LeftOut] = []
         self.counts: dict[str, Any] = _fresh_counts()
+        # A calibrated counter's counts change when it learns; the window is recounted before its next use.
+        self._calibrated = isinstance(getattr(self.counter, "calibration", None), Calibration)
+        self._counted_version: int | None = getattr(self.counter, "version", None)
 
     # -- adding ------------------------------------------------------------------------------
     def prepare(self, items: Iterable[MessageLike]) -> list[tuple[Message, int]]:
         """Parse, validate and count a batch without changing anything."""
+        if self._calibrated:
+            self.sync_counts()
         now = datetime.now(timezone.utc)
         messages = [parse(item, i, now) for i, item in enumerate(items)]
         self.window.check_batch(messages)
@@ -139,6 +149,19 @@ class MemoryCore:
             entry.rendered = to_openai(message)
             push(entry)
         self.counts["messages"] += len(prepared)
+
+    def sync_counts(self) -> None:
+        """Recount the window, the retry queue and the summary if a calibrated counter has learned since."""
+        version = getattr(self.counter, "version", None)
+        if version == self._counted_version:
+            return
+        self._counted_version = version
+        count = self.counter.count_message
+        self.window.recount(count)
+        for unit in self.unfolded:
+            unit.recount(count)
+        if self.summary is not None:
+            self.summary = replace(self.summary, tokens=count(self.summary.message))
 
     # -- eviction ----------------------------------------------------------------------------
     def limit(self) -> int:
@@ -206,8 +229,11 @@ class MemoryCore:
         while len(self.unfolded) > 1 and sum(u.tokens for u in self.unfolded) > 8 * self.summary_max_tokens:
             self.unfolded.pop(0)
 
-    def warn(self, text: str) -> None:
+    def warn(self, text: str, *, once: bool = False) -> None:
+        """Keep ``text`` among the newest warnings; with ``once``, not again while it is still kept."""
         warnings: list[str] = self.counts["warnings"]
+        if once and text in warnings:
+            return
         warnings.append(text)
         del warnings[:-MAX_WARNINGS]
 
@@ -250,6 +276,8 @@ class MemoryCore:
         return [(m, self.counter.count_message(m)) for m in messages]
 
     def context(self, inputs: list[tuple[Message, int]], format: str, blocks: list[BlockText]) -> Context:
+        if self._calibrated:
+            self.sync_counts()
         return assemble(
             window=self.window,
             counter=self.counter,
@@ -272,34 +300,8 @@ class MemoryCore:
         return self._evicted
 
     def _evicted_now(self) -> list[LeftOut]:
-        counts = self.counts
-        out = []
-        summarized = counts["summarized_messages"]
-        archived = counts["evicted_messages"] - summarized
-        if self.summary is not None and summarized:
-            out.append(
-                LeftOut(
-                    "summarized",
-                    summarized,
-                    counts["summarized_tokens"],
-                    self.summary.first_seq,
-                    self.summary.last_seq,
-                    "folded into the running summary",
-                )
-            )
-        if archived:
-            tokens = counts["evicted_tokens"] - counts["summarized_tokens"]
-            out.append(
-                LeftOut(
-                    "archived",
-                    archived,
-                    tokens,
-                    counts["first_evicted"],
-                    self.window_start - 1,
-                    "evicted by the strategy; stored and searchable",
-                )
-            )
-        return out
+        summary = (self.summary.first_seq, self.summary.last_seq) if self.summary is not None else None
+        return evicted_account(self.counts, summary, self.window_start)
 
     def stats(self) -> Stats:
         c = self.counts
@@ -337,6 +339,7 @@ class MemoryCore:
             message = summary_message(record.text, record.first_seq, record.last_seq)
             self.summary = SummaryText(record.text, record.first_seq, record.last_seq, record.tokens, message)
         self.unfolded = _as_units(loaded.unfolded)
+        self._counted_version = None  # stored counts may come from another calibration: recount before use
         # The stats are saved with the state, which is written on evictions only; the store knows the rest.
         seqs = [s.seq for s in (*loaded.pinned[-1:], *loaded.window[-1:])]
         last = max([*seqs, loaded.state.window_start - 1, self.counts["last_seq"] or -1])
@@ -381,6 +384,4 @@ def _persistable(counts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _replace_state(state: SessionState, **changes: Any) -> SessionState:
-    from dataclasses import replace
-
     return replace(state, **changes)

@@ -17,19 +17,20 @@ from typing import Any
 
 from ._core import MemoryCore, Stats
 from ._intake import MessageLike
-from .errors import ConfigurationError
+from .errors import ConfigurationError, ContextOverflowError
 from .longterm.blocks import Block, Turn
 from .policy.assembly import BlockText, Overflow
 from .policy.context import Context
 from .policy.strategies import Plan, Strategy
 from .stores.base import LoadedSession, MessageStatus, SessionState, status_of
-from .tokens import ModelInfo, TokenCounter, cost, lookup_model
+from .tokens import Calibration, ModelInfo, TokenCounter, cost, lookup_model
 from .usage import ModelUsage, Usage, parse_usage
 
 __all__ = ["CONFIG_KEY", "InputLike", "MemoryBase", "open_options", "stored_config"]
 
 InputLike = MessageLike | str | Sequence[MessageLike] | None
 CONFIG_KEY = "config"
+CALIBRATION_KEY = "calibration"  # what a calibrated counter learned, saved with the session's stats
 UNFOLDED_LIMIT = 10_000  # archived-but-unfolded rows a folding memory re-reads on open (a failed summary's queue)
 _STRATEGY_ATTRIBUTES = ("max_tokens", "keep_recent_tokens", "max_messages", "keep_turns", "low_watermark")
 
@@ -97,6 +98,9 @@ class MemoryBase:
         self.model = model
         self.format = format
         self._sinks = list(sinks)
+        self._prediction: tuple[int, float] | None = None
+        calibration = getattr(self._core.counter, "calibration", None)
+        self._calibration = calibration if isinstance(calibration, Calibration) else None
 
     @property
     def budget(self) -> int:
@@ -115,8 +119,20 @@ class MemoryBase:
         return self._core.strategy
 
     def stats(self) -> Stats:
-        """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings."""
-        return self._core.stats()
+        """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings.
+
+        ``context_tokens`` is what ``context().tokens`` reports for this state when no input is given
+        and no blocks are set: pinned, summary and window as they fit the budget, plus the reply
+        priming (and, in the Anthropic format, the continuation placeholder). Blocks are left out
+        because rendering them may search a store; ``context().account.blocks`` has their share.
+        """
+        core = self._core
+        stats = core.stats()
+        try:
+            tokens = core.context([], self.format, []).tokens
+        except ContextOverflowError:  # on_overflow="raise" and the irreducible part does not fit
+            tokens = stats.context_tokens + core.counter.reply_priming
+        return replace(stats, context_tokens=tokens)
 
     @property
     def pending_tool_calls(self) -> list[str]:
@@ -130,13 +146,32 @@ class MemoryBase:
         core = self._core
         inputs = core.inputs(input) if input is not None else []
         if not core.blocks:
-            return core.context(inputs, format or self.format, [])
+            return self._noted(core.context(inputs, format or self.format, []))
         query = inputs[-1][0].text if inputs else _last_user_text(core)
         turn = Turn(query, self.session_id, self.user_id, core.window_start, datetime.now(timezone.utc))
-        return core.context(inputs, format or self.format, core.block_texts(query, turn))
+        return self._noted(core.context(inputs, format or self.format, core.block_texts(query, turn)))
+
+    def _noted(self, context: Context) -> Context:
+        """Keep the context's warnings in the stats, and what a calibrated counter predicted for it."""
+        for warning in context.warnings:
+            self._core.warn(warning, once=True)
+        if self._calibration is not None:
+            self._prediction = (context.tokens, self._calibration.factor)
+        return context
+
+    def _learn(self, parsed: Usage) -> None:
+        """Teach a calibrated counter the prompt tokens reported for the last context (once per context)."""
+        prediction, self._prediction = self._prediction, None
+        calibration = self._calibration
+        if prediction is None or calibration is None or not parsed.input_tokens:
+            return
+        if calibration.observe(prediction[0], prediction[1], parsed.input_tokens):
+            self._core.counts[CALIBRATION_KEY] = calibration.snapshot()
 
     def _usage(self, usage: Any, model: str | None = None) -> Usage:
         parsed = parse_usage(usage)
+        if model is None:
+            self._learn(parsed)
         counts = self._core.counts
         counts["input_tokens"] += parsed.input_tokens
         counts["output_tokens"] += parsed.output_tokens
@@ -157,6 +192,9 @@ class MemoryBase:
         config = self._core.counts[CONFIG_KEY]
         self._core.restore(loaded)
         self._core.counts[CONFIG_KEY] = config  # this memory's own options, which may differ from the stored ones
+        snapshot = self._core.counts.get(CALIBRATION_KEY)
+        if self._calibration is not None and isinstance(snapshot, Mapping):
+            self._calibration.adopt(snapshot)  # only when this process has learned nothing yet for the model
 
     def _clear_plan(self, keep_system: bool) -> Plan:
         core = self._core

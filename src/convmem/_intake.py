@@ -53,13 +53,16 @@ def parse(item: MessageLike, index: int, now: datetime) -> Message:
 
 
 def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:
-    """The model's registry entry (if known) and the counter to use; never approximates silently."""
-    if isinstance(counter, str) and counter != "approximate":
-        raise ConfigurationError(f"counter must be a TokenCounter or 'approximate', got {counter!r}")
+    """The model's registry entry (if known) and the counter to use.
+
+    The default is the model's exact counter, else the usage-calibrated one (labelled ``exact=False``).
+    """
+    if isinstance(counter, str) and counter not in ("approximate", "calibrated"):
+        raise ConfigurationError(f"counter must be a TokenCounter, 'calibrated' or 'approximate', got {counter!r}")
     if model is None:
         # Without a model the budget is explicit; o200k_base is exact for every current OpenAI model.
         if counter is None or isinstance(counter, str):
-            return None, counter_for("gpt-4o", counter="approximate" if counter else None)
+            return None, counter_for("gpt-4o", counter="approximate" if counter == "approximate" else None)
         return None, counter
     try:
         info: ModelInfo | None = lookup_model(model)
@@ -68,5 +71,5 @@ def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tu
             raise
         info = None
     if counter is None or isinstance(counter, str):
-        return info, counter_for(model, counter="approximate" if counter else None)
+        return info, counter_for(model, counter=counter)  # type: ignore[arg-type]
     return info, counter

@@ -95,7 +95,8 @@ class UnknownModelError(ConvmemError, KeyError):
         self.suggestions = tuple(suggestions)
         hint = f"; did you mean {', '.join(repr(s) for s in self.suggestions)}?" if suggestions else ""
         super().__init__(
-            f"unknown model {model!r}{hint} (pass counter='approximate' to use a labelled approximate counter)"
+            f"unknown model {model!r}{hint} "
+            "(pass counter='calibrated' to count it with o200k_base calibrated on the usage you record)"
         )
 
     def __str__(self) -> str:  # KeyError would repr() the message otherwise

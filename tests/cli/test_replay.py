@@ -222,7 +222,7 @@ def test_configuration_errors_exit_2_without_traceback(short: Path) -> None:
         (["--model", "gpt-4q"], "unknown model 'gpt-4q'"),
         (["--max-tokens", "100", "--max-output-tokens", "200"], "leaves no room"),
         (["--max-messages", "5"], "only applies to --strategy sliding_window"),
-        (["--model", "claude-sonnet-4-5"], "--approximate"),
+        (["--model", "gpt-4o", "--max-tokens", "10000000"], "exceeds the context window of gpt-4o (128,000 tokens)"),
     ]
     for args, text in cases:
         result = runner.invoke(app, ["replay", str(short), *args])

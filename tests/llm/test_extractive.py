@@ -34,11 +34,11 @@ def test_keeps_numbers_names_decisions_and_tool_values_within_an_exact_cap() -> 
     text = summarizer.summarize(None, TRIP, 130)
     assert text.startswith(HEADER)
     assert COUNT(text) <= 130
-    for kept in ("Lisbon on May 3", "400 euros", 'flights[0].id: "TP123"', "decided on TP123", "remind me"):
+    for kept in ("Lisbon on May 3", "400 euros", '"id": "TP123"', "decided on TP123", "remind me"):
         assert kept in text
     assert "Thanks so much" not in text  # filler loses to content
     assert "Okay!" not in text
-    assert "tool search_flights:" in text  # tool values say which tool returned them
+    assert 'tool: search_flights({"to":"LIS","date":"2025-05-03"}) → {"flights"' in text  # one line: tool, args, head
     assert summarizer.summarize(None, TRIP, 130) == text  # deterministic
 
 

@@ -8,6 +8,7 @@ from convmem.errors import ConfigurationError, UnknownModelError
 from convmem.messages import Message
 from convmem.tokens import (
     ApproximateCounter,
+    CalibratedCounter,
     ModelInfo,
     TiktokenCounter,
     cost,
@@ -15,6 +16,7 @@ from convmem.tokens import (
     known_models,
     lookup_model,
 )
+from convmem.tokens.calibrated import UNKNOWN_PRIOR
 
 
 @pytest.mark.parametrize(
@@ -153,29 +155,56 @@ def test_openai_models_get_the_exact_shared_counter() -> None:
 
 
 @pytest.mark.parametrize(
-    "model", ["claude-sonnet-4-5", "gemini-2.5-pro", "llama-3.1", "mistral-large", "deepseek-chat"]
+    "model", ["claude-sonnet-4-5", "gemini-2.5-pro", "llama-3.1", "mistral-large", "deepseek-chat", "qwen3-max"]
 )
-def test_models_without_exact_tokenizer_are_never_approximated_silently(model: str) -> None:
-    with pytest.raises(ConfigurationError, match="no exact offline tokenizer") as info:
-        counter_for(model)
-    assert "counter='approximate'" in str(info.value)
+def test_models_without_an_exact_tokenizer_get_a_labelled_calibrated_counter(model: str) -> None:
+    counter = counter_for(model)
+    assert isinstance(counter, CalibratedCounter)
+    assert not counter.exact
+    assert counter.name.startswith("calibrated(o200k_base x")
+    assert counter.calibration is counter_for(model).calibration  # one calibration per model per process
     approx = counter_for(model, counter="approximate")
     assert isinstance(approx, ApproximateCounter)
     assert not approx.exact
     assert "approximate" in approx.name
 
 
-def test_open_weight_error_points_at_the_tokenizer_json() -> None:
-    with pytest.raises(ConfigurationError, match=r"HFTokenizerCounter.*meta-llama/Llama-3\.1-8B-Instruct"):
-        counter_for("meta-llama/Llama-3.1-8B-Instruct")
-    with pytest.raises(ConfigurationError, match="count-tokens API"):
-        counter_for("claude-3-haiku")
+@pytest.mark.parametrize("model", ["gpt-5.1", "gpt-5.1-2025-11-13", "openai/gpt-5.1", "gpt-5.4-mini", "gpt-5.2"])
+def test_current_openai_models_get_the_exact_o200k_counter(model: str) -> None:
+    counter = counter_for(model)
+    assert isinstance(counter, TiktokenCounter)
+    assert counter.exact
+    assert counter.name == "tiktoken:o200k_base"
 
 
-def test_unknown_model_needs_the_approximate_opt_in() -> None:
-    with pytest.raises(UnknownModelError):
+@pytest.mark.parametrize(
+    ("model", "name", "provider"),
+    [
+        ("gpt-5.1", "gpt-5.1", "openai"),
+        ("claude-opus-5-5", "claude-opus-5-5", "anthropic"),
+        ("claude-sonnet-5", "claude-sonnet-5", "anthropic"),
+        ("claude-haiku-4-5-20251001", "claude-haiku-4-5", "anthropic"),
+        ("gemini-3-pro-preview", "gemini-3-pro", "google"),
+        ("models/gemini-3.1-pro-preview", "gemini-3.1-pro", "google"),
+        ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama-4-maverick", "meta"),
+        ("mistral-medium-3.5", "mistral-medium-3.5", "mistral"),
+        ("qwen3-max", "qwen3-max", "qwen"),
+        ("deepseek-chat", "deepseek-chat", "deepseek"),
+    ],
+)
+def test_current_models_of_every_provider_resolve(model: str, name: str, provider: str) -> None:
+    info = lookup_model(model)
+    assert (info.name, info.provider) == (name, provider)
+    assert info.context_window > info.max_output_tokens > 0
+
+
+def test_unknown_model_needs_an_explicit_counter() -> None:
+    with pytest.raises(UnknownModelError, match="counter='calibrated'"):
         counter_for("my-private-model")
     assert isinstance(counter_for("my-private-model", counter="approximate"), ApproximateCounter)
+    calibrated = counter_for("my-private-model", counter="calibrated")
+    assert isinstance(calibrated, CalibratedCounter)
+    assert calibrated.calibration.prior == UNKNOWN_PRIOR
 
 
 def test_a_given_counter_is_used_as_is() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
+from rich import box
 from rich.console import Group
 from rich.markup import escape
 from rich.panel import Panel
@@ -14,33 +16,71 @@ from ..messages import AudioPart, FilePart, ImagePart, Message, TextPart
 from ..policy.context import Context
 from ..stores.base import SessionInfo, SessionState, StoredMessage, status_of
 
-__all__ = ["info_panel", "message_table", "sessions_table"]
+__all__ = ["info_panel", "message_table", "sessions_table", "unique_prefixes"]
 
 _ROLE_STYLE = {"system": "magenta", "developer": "magenta", "user": "cyan", "assistant": "green", "tool": "yellow"}
 _WIDTH = 160
 
 
-def sessions_table(found: Sequence[SessionInfo]) -> Table:
-    table = Table(title="Sessions, most recent first")
+def sessions_table(found: Sequence[SessionInfo], *, width: int = 200) -> Table:
+    """The sessions, readable from 80 columns: ids shortened to unique prefixes, the title takes what is left.
+
+    Every command accepts a unique id prefix, so the shortened id is what the user types next;
+    ``--json`` prints the full ids.
+    """
+    short = unique_prefixes([info.id for info in found], minimum=8)
+    narrow = width < 120
+    forks = any(info.parent_id for info in found) and not narrow  # narrow: the fork goes before the title
+    models = any(info.model for info in found)
+    table = Table(
+        title="Sessions, most recent first", box=box.SIMPLE_HEAD, pad_edge=False, expand=True, collapse_padding=True
+    )
     table.add_column("id", style="bold", no_wrap=True)
-    table.add_column("title")
-    table.add_column("messages", justify="right")
-    table.add_column("tokens", justify="right")
     table.add_column("updated", no_wrap=True)
-    table.add_column("model")
-    table.add_column("fork of")
-    for info in found:
-        fork = f"{info.parent_id[:12]}@{info.fork_seq}" if info.parent_id else ""
-        table.add_row(
-            info.id,
-            escape(info.title or ""),
-            f"{info.message_count:,}",
-            f"{info.tokens:,}",
-            info.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
-            escape(info.model or ""),
-            fork,
-        )
+    table.add_column("msgs", justify="right", no_wrap=True)
+    table.add_column("tokens", justify="right", no_wrap=True)
+    if models:
+        table.add_column("model", no_wrap=True, overflow="ellipsis", max_width=17 if narrow else None)
+    if forks:
+        table.add_column("fork of", no_wrap=True)
+    table.add_column("title", overflow="ellipsis", no_wrap=True, min_width=12, ratio=1)
+    for info, sid in zip(found, short, strict=True):
+        row = [sid, _when(info.updated_at, narrow=width < 100), f"{info.message_count:,}", f"{info.tokens:,}"]
+        if models:
+            row.append(escape(info.model or ""))
+        fork = f"{short_of(info.parent_id, short, found)}@{info.fork_seq}" if info.parent_id else ""
+        if forks:
+            row.append(fork)
+        title = escape(info.title or "")
+        row.append(title if forks or not fork else f"[dim]↳{fork}[/dim] {title}")
+        table.add_row(*row)
     return table
+
+
+def _when(moment: datetime, *, narrow: bool) -> str:
+    """The update time; on a narrow terminal without the year when it is this year's."""
+    if narrow and moment.year == datetime.now(moment.tzinfo).year:
+        return moment.strftime("%b %d %H:%M")
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def unique_prefixes(ids: Sequence[str], *, minimum: int = 8) -> list[str]:
+    """The shortest prefix of each id (at least ``minimum`` characters) that no other id in ``ids`` shares."""
+    out = []
+    for sid in ids:
+        length = min(minimum, len(sid))
+        while length < len(sid) and any(o != sid and o.startswith(sid[:length]) for o in ids):
+            length += 1
+        out.append(sid[:length])
+    return out
+
+
+def short_of(sid: str, short: Sequence[str], found: Sequence[SessionInfo]) -> str:
+    """The shortened form of ``sid`` if it is listed, else its first 12 characters."""
+    for info, prefix in zip(found, short, strict=True):
+        if info.id == sid:
+            return prefix
+    return sid[:12]
 
 
 def info_panel(info: SessionInfo, state: SessionState, ctx: Context) -> Panel:

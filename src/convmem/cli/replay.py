@@ -36,6 +36,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..errors import ConvmemError
 from ..formats import Format
 from ..memory import Memory
+from ._hints import program, redact, store_flags
 from ._replayer import ReplayResult, replay_file
 from ._report import Setup, as_json, print_report
 from ._summarizer import make_summarizer
@@ -112,7 +113,13 @@ def replay(
         FormatName | None, typer.Option("--format", help="Transcript format.", show_default="auto-detected")
     ] = None,
     approximate: Annotated[
-        bool, typer.Option("--approximate", help="Use the labelled approximate counter (models without an exact one).")
+        bool, typer.Option("--approximate", help="Count with the fixed approximate counter (cl100k_base x1.15).")
+    ] = False,
+    calibrated: Annotated[
+        bool,
+        typer.Option(
+            "--calibrated", help="Count a model the registry does not know with the usage-calibrated counter."
+        ),
     ] = False,
     every: Annotated[
         int | None, typer.Option(min=1, help="Show a table row every N turns.", show_default="about 40 rows")
@@ -142,7 +149,7 @@ def replay(
             model,
             max_tokens=max_tokens,
             max_output_tokens=max_output_tokens,
-            counter="approximate" if approximate else None,
+            counter="approximate" if approximate else "calibrated" if calibrated else None,
             strategy=strategy.value,
             strategy_options=options,
             summarizer=summarizer,
@@ -156,7 +163,7 @@ def replay(
     except TranscriptError as exc:
         raise _fail(err, str(exc)) from None
     except ConvmemError as exc:  # configuration: unknown model, budget too small, bad strategy option
-        hint = " (on the command line: --approximate)" if "approximate" in str(exc) and not approximate else ""
+        hint = " (on the command line: --calibrated)" if "counter='calibrated'" in str(exc) else ""
         raise _fail(err, f"{exc}{hint}") from None
     setup = Setup(
         transcript=str(transcript),
@@ -175,7 +182,11 @@ def replay(
     else:
         print_report(Console(), setup, result, every=every)
     if store != "memory":
-        err.print(f"session {memory.session_id} kept in {store}: `convmem sessions show {memory.session_id[:8]}`")
+        # The command goes on a line of its own and is never wrapped by rich, so it can be pasted as printed.
+        where = "the default SQLite database" if store == "sqlite" else redact(store)
+        err.print(f"session {memory.session_id[:8]} kept in {escape(where)}; to see it again:", soft_wrap=True)
+        command = f"{program()} sessions show {memory.session_id[:8]}{store_flags(store, None)}"
+        err.print(f"  {escape(command)}", soft_wrap=True, highlight=False)
     memory.close()
 
 

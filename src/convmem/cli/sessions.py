@@ -4,7 +4,9 @@ Every command works on one store: the SQLite database at the default path
 (``$CONVMEM_DB`` or the user data directory) unless ``--db`` names another
 database file or a store spec (``files:///dir``, ``sqlite:///path.db``).
 Sessions are named by id or by a unique prefix of it; ``--user`` selects the
-user namespace. A failure prints ``error: ...`` and exits with code 2.
+user namespace. Only ``import`` creates a database: the other commands refuse a
+``--db`` path that does not exist, so a typo never leaves an empty database
+behind. A failure prints ``error: ...`` and exits with code 2.
 
 Usage::
 
@@ -30,10 +32,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import ConvmemError, StoreError
+from ..errors import ConvmemError, SessionNotFoundError, StoreError
 from ..memory import Memory
 from ..stores import SessionStore, SQLiteStore, open_store
 from ..stores.base import StoredMessage
+from ..stores.sqlite._db import default_path
+from ._hints import local_path, store_flags
 from ._sessions_view import info_panel, message_table, sessions_table
 
 __all__ = ["sessions_app"]
@@ -54,19 +58,40 @@ SessionArg = Annotated[str, typer.Argument(help="Session id or a unique prefix o
 
 
 @contextmanager
-def _store(db: str | None) -> Iterator[SessionStore]:
-    """Open the store, turn convmem errors into ``error: ...`` and exit code 2, and close it."""
+def _store(db: str | None, user: str | None = None, *, creates: bool = False) -> Iterator[SessionStore]:
+    """Open the store, turn convmem errors into ``error: ...`` and exit code 2, and close it.
+
+    Unless the command ``creates`` one, a database path that does not exist is an error.
+    """
     err = Console(stderr=True)
     store: SessionStore | None = None
     try:
+        path = local_path(db, default_path())
+        if not creates and path is not None and not path.exists():
+            default = db in (None, "sqlite")
+            raise MissingDatabaseError(
+                f"the default database {path} does not exist yet" if default else f"no database at {path}"
+            )
         store = SQLiteStore(db) if db is not None and "://" not in db and db != "memory" else open_store(db)
         yield store
+    except SessionNotFoundError as exc:
+        hint = "" if user is not None else "; a session saved with a user id needs -u USER"
+        err.print(
+            f"[bold red]error:[/bold red] {escape(str(exc))}{hint}; "
+            f"`convmem sessions list{escape(store_flags(db, user))}` lists them",
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=2) from None
     except ConvmemError as exc:
         err.print(f"[bold red]error:[/bold red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(code=2) from None
     finally:
         if store is not None:
             store.close()
+
+
+class MissingDatabaseError(ConvmemError):
+    """A command that only reads was pointed at a database that does not exist."""
 
 
 @sessions_app.command("list")
@@ -77,7 +102,12 @@ def list_sessions(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """The most recently updated sessions first, with message counts and tokens."""
-    with _store(db) as store:
+    if db in (None, "sqlite") and not default_path().exists():
+        Console().print(
+            f"[dim]no sessions yet (the default database {escape(str(default_path()))} is not created)[/dim]"
+        )
+        return
+    with _store(db, user) as store:
         found = store.list_sessions(user_id=user, limit=limit)
     if as_json:
         rows = [
@@ -95,7 +125,14 @@ def list_sessions(
         ]
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
-    Console().print(sessions_table(found) if found else "[dim]no sessions[/dim]")
+    console = Console()
+    if not found:
+        console.print("[dim]no sessions[/dim]" + ("" if user else " (sessions saved with a user id: -u USER)"))
+        return
+    console.print(sessions_table(found, width=console.width))
+    console.print(
+        f"[dim]show one:[/dim] convmem sessions show ID{escape(store_flags(db, user))}", soft_wrap=True, highlight=False
+    )
 
 
 @sessions_app.command("show")
@@ -108,7 +145,7 @@ def show(
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Context budget, for unknown models.")] = None,
 ) -> None:
     """The conversation with roles and tool calls; the messages in the current context are marked."""
-    with _store(db) as store:
+    with _store(db, user) as store:
         info = store.get_session(session, user_id=user)
         memory = _open_memory(store, info.id, user, model or info.model, max_tokens)
         ctx = memory.context()
@@ -142,7 +179,7 @@ def export(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
 ) -> None:
     """Write the session as versioned JSONL (lossless: importing it gives back the same bytes)."""
-    with _store(db) as store:
+    with _store(db, user) as store:
         data = store.export_jsonl(session, user_id=user)
     if output is None:
         sys.stdout.buffer.write(data)
@@ -161,7 +198,7 @@ def import_(
 ) -> None:
     """Import an export, all or nothing; a malformed line is reported by number."""
     data = sys.stdin.buffer.read() if source == "-" else None
-    with _store(db) as store:
+    with _store(db, user, creates=True) as store:
         if data is None:
             try:
                 data = Path(source).read_bytes()
@@ -182,7 +219,7 @@ def delete(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete a session and its messages (history its forks share is kept for them)."""
-    with _store(db) as store:
+    with _store(db, user) as store:
         info = store.get_session(session, user_id=user)
         if not yes and not typer.confirm(f"Delete session {info.id} ({info.message_count} messages)?"):
             raise typer.Exit(code=1)
@@ -198,7 +235,7 @@ def fork(
     at: Annotated[int | None, typer.Option("--at", help="Branch after this seq (default: the newest).")] = None,
 ) -> None:
     """Start a new session that shares this one's history up to a seq."""
-    with _store(db) as store:
+    with _store(db, user) as store:
         info = store.get_session(session, user_id=user)
         if at is None:
             loaded = store.load(info.id, user_id=user)

@@ -26,6 +26,7 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from ..errors import ConfigurationError, InvalidMessageError
 from ..messages import PINNED_ROLES, Message
+from ._sdk import is_sdk_object, sdk_dict
 from .anthropic import AnthropicRequest, from_anthropic, to_anthropic
 from .openai import from_openai, from_openai_messages, to_openai_messages
 from .responses import from_responses, to_responses
@@ -64,7 +65,10 @@ _PART_FORMATS: dict[str, frozenset[str]] = {
 def _candidates(item: Mapping[str, Any], *, pinned_any: bool = False) -> frozenset[str]:
     """The formats ``item`` can belong to, judged by the markers it carries."""
     if not isinstance(item, Mapping):
-        raise InvalidMessageError(f"must be an object, got {type(item).__name__}", field="message")
+        raise InvalidMessageError(
+            f"must be a dict, a Message or an SDK message object (with model_dump), got {type(item).__name__}",
+            field="message",
+        )
     kind = item.get("type")
     if kind is not None and kind != "message":
         return frozenset({"responses"})
@@ -110,7 +114,7 @@ def as_message(value: Message | Mapping[str, Any], *, index: int | None = None) 
     if isinstance(value, Message):
         return value
     try:
-        return parse_message(value)
+        return parse_message(sdk_dict(value) if is_sdk_object(value) else value)
     except InvalidMessageError as exc:
         raise exc.at(index) if index is not None else exc from None
 
@@ -145,7 +149,7 @@ def parse_messages(items: Iterable[Mapping[str, Any]], format: Format | None = N
             is the item's position.
         ConfigurationError: ``format`` is not one of :data:`FORMATS`.
     """
-    items = list(items)
+    items = [sdk_dict(item) if is_sdk_object(item) else item for item in items]
     if format is None:
         found = _ALL
         for i, item in enumerate(items):

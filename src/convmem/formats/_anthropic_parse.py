@@ -26,6 +26,9 @@ from ._common import (
     unknown,
     wrap,
 )
+from ._common import (
+    parts as content_parts,
+)
 
 __all__ = ["CONTINUATION_PLACEHOLDER", "FMT", "OPAQUE_BLOCKS", "SOURCE_KEYS", "from_anthropic"]
 
@@ -92,7 +95,7 @@ def _message_from(d: Mapping[str, Any]) -> list[Message]:
     ns = unknown(d, ("role", "content"))
     if isinstance(content, str):
         return [Message(role=role, content=content, extra=wrap(FMT, ns))]  # type: ignore[arg-type]
-    blocks = listing(content, "content")
+    blocks = content_parts(content, "content")
     if role == "assistant":
         return [_assistant_from(blocks, ns)]
     results: list[Message] = []
@@ -158,7 +161,7 @@ def _tool_message(b: Mapping[str, Any]) -> Message:
     if isinstance(raw, str):
         content = raw
     else:
-        content = tuple(each("content", listing(raw, "content"), _part_from))
+        content = tuple(each("content", content_parts(raw, "content"), _part_from))
     call_id = required_str(b, "tool_use_id", "tool_use_id")
     return Message(role="tool", content=content, tool_call_id=call_id, extra=wrap(FMT, ns))
 

@@ -103,6 +103,13 @@ def listing(value: object, field: str) -> list[Any]:
     return value
 
 
+def parts(value: object, field: str) -> list[Any]:
+    """A content value that is not a string must be a list of parts."""
+    if not isinstance(value, list):
+        fail(f"must be a string or a list of content parts, got {type(value).__name__}", field)
+    return value
+
+
 def copy_json(value: Any) -> Any:
     """Copy a JSON value so that no dict or list is shared between input, Message and output."""
     if isinstance(value, Mapping):

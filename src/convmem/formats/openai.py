@@ -53,6 +53,9 @@ from ._common import (
     unknown,
     wrap,
 )
+from ._common import (
+    parts as content_parts,
+)
 
 __all__ = ["from_openai", "from_openai_messages", "to_openai", "to_openai_messages"]
 
@@ -89,7 +92,7 @@ def from_openai(d: Mapping[str, Any]) -> Message:
     if raw is None or isinstance(raw, str):
         content = raw
     else:
-        content = tuple(each("content", listing(raw, "content"), _part_from))
+        content = tuple(each("content", content_parts(raw, "content"), _part_from))
     ns = unknown(d, _MESSAGE_KEYS)
     raw_calls = d.get("tool_calls")
     calls: tuple[ToolCall, ...] = ()

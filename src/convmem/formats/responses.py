@@ -53,7 +53,6 @@ from ._common import (
     each,
     emit,
     fail,
-    listing,
     mapping,
     namespace,
     nested,
@@ -63,6 +62,9 @@ from ._common import (
     string,
     unknown,
     wrap,
+)
+from ._common import (
+    parts as content_parts,
 )
 
 __all__ = ["from_responses", "to_responses"]
@@ -241,7 +243,7 @@ def _item_from(d: Mapping[str, Any], kind: object) -> Message:
         ns = unknown(d, ("type", "call_id", "output"))
         raw = d.get("output")
         output: str | tuple[Part, ...]
-        output = raw if isinstance(raw, str) else tuple(each("output", listing(raw, "output"), _part_from))
+        output = raw if isinstance(raw, str) else tuple(each("output", content_parts(raw, "output"), _part_from))
         call_id = required_str(d, "call_id", "call_id")
         return Message(role="tool", content=output, tool_call_id=call_id, extra=wrap(FMT, ns))
     return fail(f"unsupported item type {kind!r}", "type")
@@ -256,7 +258,7 @@ def _message_from(d: Mapping[str, Any], role: str) -> Message:
         ns = unknown(d, ("type", "role", "content"))
         if "type" not in d:
             ns[ABSENT] = ["type"]
-        content = tuple(each("content", listing(raw, "content"), partial(_part_from, kind=_text_type(role))))
+        content = tuple(each("content", content_parts(raw, "content"), partial(_part_from, kind=_text_type(role))))
     return Message(role=role, content=content, extra=wrap(FMT, ns))  # type: ignore[arg-type]  # validated
 
 

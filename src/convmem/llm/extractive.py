@@ -8,9 +8,11 @@ How it chooses, within the token cap:
 
 1. Candidates are the sentences of the newly evicted messages plus the lines
    of the previous summary (so the summary stays incremental: the whole history
-   is never re-read). Tool calls become ``called name(args)`` and JSON tool
-   results become one ``key: value`` line per leaf, so key values compete as
-   sentences of their own.
+   is never re-read). Each tool call and its result make *one* line: the tool,
+   its arguments, and the result's first line -- or, when the result is an
+   error (an ``ERROR``/``Traceback``/``FAILED`` line, a failed test run), that
+   line. Code blocks and table rows inside a message are left out: they are
+   data, and the line that introduces them says what they showed.
 2. Each candidate is scored by centrality, as in LexRank's degree centrality:
    the sum of its TF-IDF cosine similarity to every other candidate, computed
    in O(n) as a dot product with the sum of all normalized vectors.
@@ -19,11 +21,17 @@ How it chooses, within the token cap:
    40 characters, which favours specific statements (on LoCoMo, centrality
    alone keeps fewer QA evidence turns than the lead-N baseline; see
    ``bench/README.md``).
-3. Sentences that carry a number, a name (a capitalized word inside the
-   sentence, not a greeting's vocative) or a decision, goal or task cue
-   ("decided", "plan", "deadline", "remind", ...) rank above all others: they
-   are kept first, and the rest fill the remaining room. A sentence needs two
-   content words to qualify by a number or a cue, four by a name alone.
+3. Tool errors are kept first, then the user's requests (the sentences of
+   user messages without a ``name``: in a chat with an assistant the user
+   asks, while named speakers are peers), then the sentences that carry a
+   number, a name (a capitalized word inside the sentence, not a greeting's
+   vocative), or a decision, finding, goal or task cue ("decided", "root
+   cause", "because", "fixed", "deadline", ...); the rest fill the remaining
+   room. A sentence needs two content words to qualify by a number or a cue,
+   four by a name alone. A tool line never qualifies by its numbers: an
+   output's figures are data until a message states what they mean. Requests
+   may take 25% of the room and errors 30% until every other line has had its
+   turn, so findings always find room.
 4. Selection is greedy with a redundancy penalty (maximal marginal relevance)
    so near-duplicates do not crowd out other content; the chosen lines are
    written in their original order, each prefixed with its speaker.
@@ -55,15 +63,30 @@ __all__ = ["HEADER", "ExtractiveSummarizer"]
 
 HEADER = "[extractive summary: sentences copied from earlier messages, no LLM]"
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_ABBREVIATION = re.compile(r"(?:^|\s|\()(?:e\.g|i\.e|etc|vs|cf|approx|Mr|Mrs|Ms|Dr|St|No)\.$", re.IGNORECASE)
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _NUMBER = re.compile(r"\d")
 # Decision, goal and task cues. Words every chat is full of ("will", "want", "need") are left out on
 # purpose: on LoCoMo they put most sentences in the must-keep tier, which then keeps greetings.
 _CUES = re.compile(
     r"\b(?:decid\w*|decision|agreed|chose|chosen|plan(?:s|ned|ning)?|let's|must|deadline|todo|to-do|"
-    r"remind\w*|book(?:ed|ing)|schedul\w*|promis\w*|confirm\w*|next step|going to|goal\w*)\b",
+    r"remind\w*|book(?:ed|ing)|schedul\w*|promis\w*|confirm\w*|next step|going to|goal\w*|"
+    r"root cause|caus(?:e|ed|es|ing)|because|due to|turns out|found|fix(?:ed|es)?|broke\w*|regression|"
+    r"the (?:problem|issue|reason|culprit)|go with)\b",
     re.IGNORECASE,
 )
+# A tool result is an error when one of its lines says so; that line is what the summary keeps.
+_ERROR_LINE = re.compile(
+    r"^\s*(?:ERROR\b|Error:|error:|Traceback\b|Exception\b|FAILED\b|fatal:|panic:)"
+    r"|\b[1-9]\d* (?:failed|errors?)\b|\b(?:permission denied|timed out|not found|does not exist)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+_FENCE = re.compile(r"^```.*?(?:^```[^\n]*$|\Z)", re.MULTILINE | re.DOTALL)
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$", re.MULTILINE)
+_TOOL, _TOOL_ERROR, _USER = "tool", "tool error", "user"
+_TOOL_LINE_CHARS = 160
+# The share of the summary that requests and tool errors may take before the other lines had their turn.
+_SHARES = {_USER: 0.25, _TOOL_ERROR: 0.3}
 _VOCATIVE = re.compile(r"^(?:hey|hi|hello|thanks|thank|wow|oh|yeah|bye|dear)\W*$", re.IGNORECASE)
 # Content words a must-keep sentence needs: a number or a decision says a lot in two words ("booked
 # TP123"), a name needs more, so a greeting ("Thanks, Mel!") is not kept for its name.
@@ -159,25 +182,41 @@ class ExtractiveSummarizer:
         return out
 
     def _sentences(self, messages: Sequence[Message]) -> list[_Candidate]:
-        names: dict[str, str] = {}  # call id -> tool name, so results say which tool returned them
+        calls: dict[str, str] = {}  # call id -> "name(arguments)", so a result's line says what produced it
+        answered = {m.tool_call_id for m in messages if m.role == "tool"}
         out: list[_Candidate] = []
         for message in messages:
             who = message.name or message.role
-            for call in message.tool_calls:
-                names[call.id] = call.name
-                out.append(self._candidate(len(out), who, f"called {call.name}({_compact(call.arguments)})"))
             if message.role == "tool":
-                who = f"tool {names.get(message.tool_call_id or '', message.tool_call_id)}"
-            for sentence in _split(message.text):
-                out.append(self._candidate(len(out), who, sentence))
+                label = calls.pop(message.tool_call_id or "", f"{message.name or 'tool'}({message.tool_call_id or ''})")
+                error, line = _tool_line(message.text)
+                text = f"{label} → {line}" if line else label
+                out.append(self._candidate(len(out), _TOOL_ERROR if error else _TOOL, text))
+                continue
+            request = message.role == "user" and message.name is None
+            for sentence in _split(_prose(message.text)):
+                candidate = self._candidate(len(out), _USER if request else who, sentence)
+                if candidate.terms:  # "Okay!" or "---" carries nothing to keep
+                    out.append(candidate)
+            for call in message.tool_calls:
+                called = f"{call.name}({_clip(_compact(call.arguments), 80)})"
+                if call.id in answered:
+                    calls[call.id] = called
+                else:  # its result is not among these messages
+                    out.append(self._candidate(len(out), _TOOL, f"called {called}"))
         return out
 
     def _candidate(self, order: int, who: str, text: str) -> _Candidate:
         if len(text) > self.max_sentence_chars:
             text = text[: self.max_sentence_chars - 1].rstrip() + "…"
         terms = Counter(w.lower() for w in _WORD.findall(text) if w.lower() not in _STOP)
-        cued = bool(_NUMBER.search(text) or _CUES.search(text)) and len(terms) >= _MIN_CUED_TERMS
-        keep = cued or (len(terms) >= _MIN_NAMED_TERMS and _has_name(text))
+        if who == _TOOL:
+            keep = False  # an output's numbers and names are data, not findings
+        elif who in (_TOOL_ERROR, _USER):
+            keep = len(terms) >= _MIN_CUED_TERMS
+        else:
+            cued = bool(_NUMBER.search(text) or _CUES.search(text)) and len(terms) >= _MIN_CUED_TERMS
+            keep = cued or (len(terms) >= _MIN_NAMED_TERMS and _has_name(text))
         return _Candidate(order, who, text, terms, keep)
 
     # -- selection -----------------------------------------------------------------------------
@@ -188,20 +227,33 @@ class ExtractiveSummarizer:
         chosen: list[_Candidate] = []
         seen: set[str] = set()
         closest = [0.0] * len(ranked)  # each candidate's similarity to the closest chosen line
-        alive = list(range(len(ranked)))
-        while alive and room > 0:
-            best = min(alive, key=lambda i: (not ranked[i].keep_first, closest[i] - ranked[i].score, ranked[i].order))
-            alive.remove(best)
-            pick = ranked[best]
-            cost = count(pick.line) + 1
-            if cost > room or pick.line in seen or closest[best] > 0.9:
-                continue
-            chosen.append(pick)
-            seen.add(pick.line)
-            room -= cost
-            for i in alive:
-                similarity = _cosine(ranked[i], pick) * self.redundancy
-                closest[i] = max(closest[i], similarity)
+        # First the kept-first lines, requests and errors only up to their share (but at least one line
+        # each), so findings always get room; then what a share held back, and the rest, fill what is left.
+        shares = {kind: int(room * share) for kind, share in _SHARES.items()}
+        first = [i for i, c in enumerate(ranked) if c.keep_first]
+        rest = [i for i, c in enumerate(ranked) if not c.keep_first]
+        deferred: list[int] = []
+        for alive, capped in ((first, True), (rest, False)):
+            alive += deferred if not capped else []
+            while alive and room > 0:
+                best = min(alive, key=lambda i: (_tier(ranked[i]), closest[i] - ranked[i].score, ranked[i].order))
+                alive.remove(best)
+                pick = ranked[best]
+                cost = count(pick.line) + 1
+                if cost > room or pick.line in seen or closest[best] > 0.9:
+                    continue
+                share = shares.get(pick.who)
+                if capped and share is not None:
+                    if cost > share and any(c.who == pick.who for c in chosen):
+                        deferred.append(best)
+                        continue
+                    shares[pick.who] = share - cost
+                chosen.append(pick)
+                seen.add(pick.line)
+                room -= cost
+                for i in (*first, *rest, *deferred):
+                    similarity = _cosine(ranked[i], pick) * self.redundancy
+                    closest[i] = max(closest[i], similarity)
         if not chosen and ranked and room > 1:  # not one whole sentence fits: keep the head of the best one
             head, _ = split_to_fit(count, ranked[0].line, room - 1)
             return f"{HEADER}\n{head.rstrip()}…"
@@ -214,6 +266,42 @@ class ExtractiveSummarizer:
         return text if chosen else ""
 
 
+def _tier(candidate: _Candidate) -> int:
+    """Tool errors, then the user's requests, then the other kept-first lines, then the rest."""
+    if not candidate.keep_first:
+        return 3
+    return 0 if candidate.who == _TOOL_ERROR else 1 if candidate.who == _USER else 2
+
+
+def _prose(text: str) -> str:
+    """``text`` without fenced code blocks and table rows (data; the sentence before them says what they show)."""
+    if "```" in text:
+        text = _FENCE.sub("", text)
+    if "|" in text:
+        text = _TABLE_ROW.sub("", text)
+    return text
+
+
+def _tool_line(output: str) -> tuple[bool, str]:
+    """Whether a tool result is an error, and its one line: the error line, else the first line."""
+    output = output.strip()
+    if not output:
+        return False, ""
+    error = _ERROR_LINE.search(output)
+    lines = output.splitlines()
+    if error is not None:
+        start = output.rfind("\n", 0, error.start()) + 1
+        end = output.find("\n", error.end())
+        return True, _clip(" ".join(output[start : end if end >= 0 else None].split()), _TOOL_LINE_CHARS)
+    head = _clip(" ".join(lines[0].split()), _TOOL_LINE_CHARS)
+    more = sum(1 for line in lines[1:] if line.strip())
+    return False, f"{head} (+{more} lines)" if more else head
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def _split(text: str) -> list[str]:
     text = text.strip()
     if not text:
@@ -222,7 +310,16 @@ def _split(text: str) -> list[str]:
         leaves = _json_leaves(text)
         if leaves is not None:
             return leaves
-    return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
+    out: list[str] = []
+    for piece in _SENTENCE.split(text):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if out and _ABBREVIATION.search(out[-1]):  # "e.g. orders" does not end a sentence
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
 
 
 def _json_leaves(text: str, limit: int = 200) -> list[str] | None:

@@ -156,6 +156,7 @@ def assemble(
                 needed=total + overhead + reserve,
                 budget=budget,
             )
+        before = list(irreducible)
         saved = _truncate_largest(counter, irreducible, total - available, truncations)
         if saved < total - available:
             raise ContextOverflowError(
@@ -164,7 +165,13 @@ def assemble(
                 budget=budget,
             )
         total -= saved
-        warnings.append(f"truncated {len(truncations)} oversized message(s) to fit the budget")
+        cut = ", ".join(
+            f"{new.message.role} message {'(input)' if new.seq is None else f'seq {new.seq}'} "
+            f"{old.tokens} -> {new.tokens} tokens"
+            for old, new in zip(before, irreducible, strict=True)
+            if new is not old
+        )
+        warnings.append(f"truncated {len(truncations)} oversized message(s) to fit the budget of {budget}: {cut}")
         pinned = irreducible[: len(pinned)]
         newest = irreducible[len(pinned) : len(pinned) + len(newest)]
         sized_inputs = irreducible[len(pinned) + len(newest) :]

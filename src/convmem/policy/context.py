@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple, TypeAlias
 
-__all__ = ["Account", "Context", "LeftOut", "LeftOutReason", "Truncation"]
+__all__ = ["Account", "Context", "LeftOut", "LeftOutReason", "Truncation", "evicted_account"]
 
 LeftOutReason: TypeAlias = Literal[
     "archived",  # evicted by the strategy; still stored and searchable
@@ -117,3 +117,19 @@ class Context(NamedTuple):
         if self.format == "responses":
             return {"input": self.messages}
         return {"messages": self.messages}
+
+
+def evicted_account(counts: Mapping[str, Any], summary: tuple[int, int] | None, window_start: int) -> list[LeftOut]:
+    """What eviction left out, from a memory's running counts: folded into ``summary`` (its seq range) or archived."""
+    out = []
+    summarized = counts["summarized_messages"]
+    archived = counts["evicted_messages"] - summarized
+    if summary is not None and summarized:
+        out.append(
+            LeftOut("summarized", summarized, counts["summarized_tokens"], *summary, "folded into the running summary")
+        )
+    if archived:
+        tokens = counts["evicted_tokens"] - counts["summarized_tokens"]
+        detail = "evicted by the strategy; stored and searchable"
+        out.append(LeftOut("archived", archived, tokens, counts["first_evicted"], window_start - 1, detail))
+    return out

@@ -25,7 +25,7 @@ Example::
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, TypeAlias
 
 from ..errors import InvalidMessageError
@@ -77,6 +77,14 @@ class Unit:
     @property
     def last_seq(self) -> int:
         return self.entries[-1].seq
+
+    def recount(self, count: Callable[[Message], int]) -> int:
+        """Count every entry again with ``count``; returns the unit's new total."""
+        self.tokens = 0
+        for entry in self.entries:
+            entry.tokens = count(entry.message)
+            self.tokens += entry.tokens
+        return self.tokens
 
     @property
     def messages(self) -> list[Message]:
@@ -200,6 +208,14 @@ class Window:
             unit = Unit("assistant", [entry], entry.tokens, set())
         self.units.append(unit)
         return unit
+
+    def recount(self, count: Callable[[Message], int]) -> None:
+        """Count every entry again with ``count`` (a calibrated counter has learned) and redo the totals."""
+        self.pinned_tokens = 0
+        for entry in self.pinned:
+            entry.tokens = count(entry.message)
+            self.pinned_tokens += entry.tokens
+        self.tokens = sum(unit.recount(count) for unit in self.units)
 
     def pop_oldest(self) -> Unit:
         unit = self.units.popleft()

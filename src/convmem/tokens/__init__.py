@@ -8,7 +8,11 @@
   against tiktoken's pinned sha256, so nothing is downloaded.
 * :class:`HFTokenizerCounter` -- exact for open-weight models given the user's
   ``tokenizer.json`` (extra ``convmem[hf]``).
-* :class:`ApproximateCounter` -- a labelled approximation, only on request.
+* :class:`CalibratedCounter` -- the default for models with no exact offline
+  tokenizer (Claude, Gemini, open weights without ``tokenizer.json``):
+  ``o200k_base`` times a factor learned from the provider's reported usage,
+  with a measured safety margin; ``exact=False``.
+* :class:`ApproximateCounter` -- a fixed labelled approximation, only on request.
 * :func:`lookup_model`, :func:`counter_for`, :func:`cost` -- the registry of
   context windows and list prices, and the rule that picks a counter.
 
@@ -25,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+from .calibrated import CalibratedCounter, Calibration
 from .counter import (
     DEFAULT_AUDIO_ESTIMATE,
     DEFAULT_FILE_ESTIMATE,
@@ -41,6 +46,8 @@ __all__ = [
     "DEFAULT_AUDIO_ESTIMATE",
     "DEFAULT_FILE_ESTIMATE",
     "ApproximateCounter",
+    "CalibratedCounter",
+    "Calibration",
     "HFTokenizerCounter",
     "ModelInfo",
     "TiktokenCounter",

@@ -27,7 +27,7 @@ from ._modelinfo import ModelInfo
 
 __all__ = ["MODELS", "PRICES_AS_OF"]
 
-PRICES_AS_OF = "2026-11"
+PRICES_AS_OF = "2026-11-30"
 
 O200K, CL100K = "o200k_base", "cl100k_base"
 
@@ -87,6 +87,28 @@ def _family(prefix: str, *spellings: str) -> tuple[str, ...]:
 
 MODELS: tuple[ModelInfo, ...] = (
     # --- OpenAI: o200k_base -------------------------------------------------------
+    # developers.openai.com/api/docs/models/<name> (read 2026-11-30): gpt-5.1, gpt-5.4-nano, gpt-5-nano.
+    # gpt-5.4 and gpt-5.4-mini: the same site's quick comparisons and gateway listings of OpenAI's page;
+    # gpt-5.4 bills prompts above 272K input tokens at 2x input and 1.5x output.
+    _openai("gpt-5.1", O200K, 400_000, 128_000, 1.25, 10.00, 0.125),
+    ModelInfo(
+        "gpt-5.4",
+        "openai",
+        O200K,
+        1_050_000,
+        128_000,
+        2.50,
+        15.00,
+        0.25,
+        long_context_threshold=272_000,
+        long_input_price_per_mtok=5.00,
+        long_output_price_per_mtok=22.50,
+    ),
+    _openai("gpt-5.4-mini", O200K, 400_000, 128_000, 0.75, 4.50, 0.075),
+    _openai("gpt-5.4-nano", O200K, 400_000, 128_000, 0.20, 1.25, 0.02),
+    # Any other gpt-5.x name: o200k_base (tiktoken maps the gpt-5 prefix to it), the family's smallest
+    # window, and no price, so cost() asks for one instead of guessing.
+    ModelInfo("gpt-5.x", "openai", O200K, 400_000, 128_000, None, None, aliases=("gpt-5.*",)),
     _openai("gpt-5", O200K, 400_000, 128_000, 1.25, 10.00, 0.125),
     _openai("gpt-5-mini", O200K, 400_000, 128_000, 0.25, 2.00, 0.025),
     _openai("gpt-5-nano", O200K, 400_000, 128_000, 0.05, 0.40, 0.005),
@@ -125,6 +147,15 @@ MODELS: tuple[ModelInfo, ...] = (
     _openai("text-embedding-3-large", CL100K, 8_191, 0, 0.13, 0.0, None),
     _openai("text-embedding-ada-002", CL100K, 8_191, 0, 0.10, 0.0, None),
     # --- Anthropic (no public tokenizer for Claude 3+) ------------------------------
+    # platform.claude.com/docs models overview and per-model pages (read 2026-11-30); cache reads are
+    # a tenth of the input price. Haiku 5.5 is priced in tiers ("from $0.10 / $0.50"): no single list price.
+    _claude("claude-fable-5-1", 1_000_000, 128_000, 10.00, 50.00, 1.00),
+    _claude("claude-fable-5", 1_000_000, 128_000, 10.00, 50.00, 1.00),
+    _claude("claude-opus-5-5", 1_000_000, 128_000, 4.00, 20.00, 0.40),
+    _claude("claude-opus-5", 1_000_000, 128_000, 5.00, 25.00, 0.50),
+    _claude("claude-sonnet-5-5", 1_000_000, 128_000, 2.00, 10.00, 0.20),
+    _claude("claude-sonnet-5", 1_000_000, 128_000, 2.00, 10.00, 0.20),
+    ModelInfo("claude-haiku-5-5", "anthropic", None, 1_000_000, 128_000, None, None),
     _claude("claude-opus-4-8", 1_000_000, 128_000, 5.00, 25.00, 0.50),
     _claude("claude-opus-4-7", 1_000_000, 128_000, 5.00, 25.00, 0.50),
     _claude("claude-opus-4-6", 1_000_000, 128_000, 5.00, 25.00, 0.50),
@@ -142,6 +173,11 @@ MODELS: tuple[ModelInfo, ...] = (
     _claude("claude-3-sonnet", 200_000, 4_096, 3.00, 15.00, None),
     _claude("claude-3-haiku", 200_000, 4_096, 0.25, 1.25, 0.03),
     # --- Google Gemini (no public tokenizer); long = (threshold, input, output) -----
+    # ai.google.dev/gemini-api/docs/models/<name> (read 2026-11-30) for windows and output limits; the
+    # Gemini 3.x Flash price is the introductory one that ai.google.dev lists through 2026-12-31.
+    _gemini("gemini-3.1-pro", 1_048_576, 65_536, 2.00, 12.00, (200_000, 4.00, 18.00)),
+    _gemini("gemini-3-pro", 1_048_576, 65_536, 2.00, 12.00, (200_000, 4.00, 18.00)),
+    _gemini("gemini-3.8-flash", 1_048_576, 65_536, 0.75, 3.75),
     _gemini("gemini-2.5-pro", 1_048_576, 65_536, 1.25, 10.00, (200_000, 2.50, 15.00)),
     _gemini("gemini-2.5-flash", 1_048_576, 65_536, 0.30, 2.50),
     _gemini("gemini-2.5-flash-lite", 1_048_576, 65_536, 0.10, 0.40),
@@ -220,6 +256,9 @@ MODELS: tuple[ModelInfo, ...] = (
         prices=(0.10, 0.30),
     ),
     _open("codestral", "mistral", 262_144, 8_192, None, "codestral-*", prices=(0.30, 0.90)),
+    _open("mistral-medium-3.5", "mistral", 262_144, 32_768, None, prices=(1.50, 7.50)),
+    _open("magistral-medium", "mistral", 131_072, 32_768, None, "magistral-medium-*", prices=(2.00, 5.00)),
+    _open("magistral-small", "mistral", 131_072, 32_768, None, "magistral-small-*", prices=(0.50, 2.00)),
     _open(
         "ministral-8b",
         "mistral",
@@ -230,6 +269,9 @@ MODELS: tuple[ModelInfo, ...] = (
         prices=(0.10, 0.10),
     ),
     _open("ministral-3b", "mistral", 131_072, 8_192, None, "ministral-3b-*", prices=(0.04, 0.04)),
+    # --- Qwen API (Alibaba Model Studio; prices of the smallest context tier, larger prompts cost more) ----
+    ModelInfo("qwen3-max", "qwen", None, 262_144, 65_536, 1.20, 6.00),
+    ModelInfo("qwen3.8-max", "qwen", None, 991_000, 128_000, 2.00, 6.00),
     # --- Qwen (open weights; native windows, YaRN extends both to 131,072) ----------
     _open("qwen2.5", "qwen", 32_768, 8_192, "Qwen/Qwen2.5-7B-Instruct", *_family("qwen2.5", "qwen-2.5")),
     _open("qwen3", "qwen", 32_768, 8_192, "Qwen/Qwen3-8B", *_family("qwen3", "qwen-3")),

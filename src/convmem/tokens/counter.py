@@ -57,6 +57,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from fractions import Fraction
@@ -87,6 +88,7 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "count_messages",
+    "shared_tiktoken",
 ]
 
 _OPENAI_TOKENS_PER_MESSAGE = 3
@@ -324,3 +326,9 @@ class ApproximateCounter:
 
     def __repr__(self) -> str:
         return f"ApproximateCounter({self._inner.encoding.name!r}, {self._factor!r})"
+
+
+@functools.cache
+def shared_tiktoken(encoding: str) -> TiktokenCounter:
+    """The process-wide :class:`TiktokenCounter` of a bundled vocabulary (built once, then shared)."""
+    return TiktokenCounter(encoding)

@@ -15,10 +15,12 @@ it never approximates silently:
 * OpenAI models get the exact :class:`~convmem.tokens.TiktokenCounter` for
   their vocabulary (shared per process);
 * models without an exact offline tokenizer (Claude, Gemini, and open-weight
-  models until the user supplies ``tokenizer.json``) raise
-  :class:`~convmem.errors.ConfigurationError` saying what to pass instead;
-* ``counter="approximate"`` opts in to the labelled
-  :class:`~convmem.tokens.ApproximateCounter`, for any name, known or not;
+  models until the user supplies ``tokenizer.json``) get the
+  :class:`~convmem.tokens.CalibratedCounter`: ``o200k_base`` times a factor
+  learned from the provider's reported usage (``exact=False``, and named so);
+* ``counter="calibrated"`` gives that counter to a name the registry does not
+  know; ``counter="approximate"`` opts in to the fixed
+  :class:`~convmem.tokens.ApproximateCounter`;
 * a :class:`~convmem.tokens.TokenCounter` instance is used as given.
 
 Example::
@@ -27,8 +29,8 @@ Example::
 
     info = lookup_model("openai/gpt-4o-2024-08-06")   # ModelInfo(name='gpt-4o', ...)
     counter = counter_for("gpt-4o")                  # TiktokenCounter('o200k_base')
-    counter_for("claude-sonnet-4-5", counter="approximate").name
-    # 'approximate(cl100k_base x1.15)'
+    counter_for("claude-sonnet-4-5").name
+    # 'calibrated(o200k_base x1.200, 0 usages)'
     cost(info, input_tokens=10_000, output_tokens=500)  # 0.03 (USD)
 """
 
@@ -44,7 +46,8 @@ from typing import Literal
 from ..errors import ConfigurationError, UnknownModelError
 from ._catalog import MODELS
 from ._modelinfo import ModelInfo
-from .counter import ApproximateCounter, TiktokenCounter, TokenCounter
+from .calibrated import calibrated_counter
+from .counter import ApproximateCounter, TokenCounter, shared_tiktoken
 
 __all__ = ["ModelInfo", "cost", "counter_for", "known_models", "lookup_model"]
 
@@ -127,56 +130,46 @@ def lookup_model(model: str) -> ModelInfo:
     return info
 
 
-@functools.cache
-def _shared_counter(encoding: str) -> TiktokenCounter:
-    return TiktokenCounter(encoding)
-
-
 def counter_for(
     model: str,
     *,
-    counter: TokenCounter | Literal["approximate"] | None = None,
+    counter: TokenCounter | Literal["approximate", "calibrated"] | None = None,
 ) -> TokenCounter:
     """Return the token counter to use for ``model``.
 
     Args:
         model: the model name (resolved with :func:`lookup_model`).
-        counter: None for the model's exact counter; ``"approximate"`` to opt in to the
-            labelled :class:`~convmem.tokens.ApproximateCounter`; or a counter to use as is.
+        counter: None for the model's default: its exact counter when one exists offline, else
+            the :class:`~convmem.tokens.CalibratedCounter` that learns from the provider's reported
+            usage; ``"calibrated"`` for that counter for any name, known or not; ``"approximate"``
+            for the fixed :class:`~convmem.tokens.ApproximateCounter`; or a counter to use as is.
 
     Raises:
         UnknownModelError: ``counter`` is None and the model is unknown.
-        ConfigurationError: ``counter`` is None and no exact offline tokenizer exists for
-            the model, or ``counter`` is neither None, ``"approximate"`` nor a TokenCounter.
+        ConfigurationError: ``counter`` is neither None, ``"approximate"``, ``"calibrated"`` nor a
+            TokenCounter.
     """
     if counter is None:
         info = lookup_model(model)
         if info.tokenizer is not None:
-            return _shared_counter(info.tokenizer)
-        raise ConfigurationError(_no_exact_counter(info))
+            return shared_tiktoken(info.tokenizer)
+        return calibrated_counter(info)
     if isinstance(counter, str):
         if counter == "approximate":
             return ApproximateCounter()
-        raise ConfigurationError(f"counter must be None, 'approximate' or a TokenCounter, got {counter!r}")
+        if counter == "calibrated":
+            try:
+                known: ModelInfo | None = lookup_model(model)
+            except UnknownModelError:
+                known = None
+            return calibrated_counter(known, model)
+        raise ConfigurationError(_BAD_COUNTER.format(counter=repr(counter)))
     if isinstance(counter, TokenCounter):
         return counter
-    raise ConfigurationError(f"counter must be None, 'approximate' or a TokenCounter, got {type(counter).__name__}")
+    raise ConfigurationError(_BAD_COUNTER.format(counter=type(counter).__name__))
 
 
-def _no_exact_counter(info: ModelInfo) -> str:
-    if info.hf_tokenizer:
-        exact = f"HFTokenizerCounter('path/to/tokenizer.json') with the tokenizer.json of {info.hf_tokenizer}"
-    elif info.provider == "anthropic":
-        exact = "a TokenCounter backed by Anthropic's count-tokens API"
-    elif info.provider == "google":
-        exact = "a TokenCounter backed by the Gemini countTokens API"
-    else:
-        exact = "a TokenCounter of your own"
-    return (
-        f"no exact offline tokenizer exists for {info.name} ({info.provider}), and convmem never approximates "
-        f"token counts silently. Pass counter='approximate' to accept a labelled approximation "
-        f"(cl100k_base x1.15), or pass {exact}."
-    )
+_BAD_COUNTER = "counter must be None, 'calibrated', 'approximate' or a TokenCounter, got {counter}"
 
 
 def cost(
