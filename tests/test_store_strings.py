@@ -11,7 +11,7 @@ from convmem import AsyncMemory, Memory
 from convmem.errors import SessionNotFoundError
 from convmem.stores import AsyncSQLiteStore, SQLiteStore, aopen_store, open_store
 
-from .stores._servers import PG_URL, REDIS_URL
+from .stores._servers import PG_URL, REDIS_URL, drop_schemas
 
 
 def _sqlite_url(tmp_path: Path) -> str:
@@ -93,13 +93,21 @@ def _redis_clients(name: str) -> int:
 
 
 def test_memory_closes_the_postgres_pool_it_opened() -> None:
+    import psycopg
+
+    with psycopg.connect(PG_URL) as conn:  # a URL opens the default schema: remove it after, if we made it
+        existed = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'convmem'").fetchone() is not None
     app = f"convmem-close-{uuid.uuid4().hex[:8]}"
-    memory = Memory(max_tokens=500, store=f"{PG_URL}?application_name={app}", user_id=app)
-    memory.add({"role": "user", "content": "hello"})
-    assert _pg_connections(app) >= 1
-    memory.store.delete_session(memory.session_id, user_id=app)  # type: ignore[attr-defined]
-    memory.close()
-    assert _pg_connections(app) == 0
+    try:
+        memory = Memory(max_tokens=500, store=f"{PG_URL}?application_name={app}", user_id=app)
+        memory.add({"role": "user", "content": "hello"})
+        assert _pg_connections(app) >= 1
+        memory.store.delete_session(memory.session_id, user_id=app)  # type: ignore[attr-defined]
+        memory.close()
+        assert _pg_connections(app) == 0
+    finally:
+        if not existed:
+            drop_schemas({"convmem"})
 
 
 def test_memory_closes_the_redis_pool_it_opened() -> None:
