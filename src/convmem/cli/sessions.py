@@ -51,7 +51,11 @@ sessions_app = typer.Typer(
 
 DbOption = Annotated[
     str | None,
-    typer.Option("--db", help="SQLite file or store spec (files:///dir); default: $CONVMEM_DB or the user data dir."),
+    typer.Option(
+        "--db",
+        help="SQLite file or store URL (sqlite:///f.db, files:///dir, postgresql://..., redis://...); "
+        "default: $CONVMEM_DB or the user data dir.",
+    ),
 ]
 UserOption = Annotated[str | None, typer.Option("--user", "-u", help="User namespace of the sessions.")]
 SessionArg = Annotated[str, typer.Argument(help="Session id or a unique prefix of it.")]
