@@ -10,6 +10,8 @@ during the fill), and, at 5k messages, the same workload through llama-index-cor
 (put + get) and langchain-core ``trim_messages`` with an exact tiktoken counter, in the same run.
 
 Run:  .venv/bin/python bench/turns.py [--sizes 100,1000,10000,100000] [--turns 2000] [--peers]
+      [--baseline /work/main/src]   (also time another convmem tree, interleaved turn by turn with this one)
+The LoCoMo file is found from ../shared next to the repository, or in $CONVMEM_LOCOMO_DIR.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ from typing import Any
 from convmem import Memory
 from convmem.tokens import counter_for
 
-LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+LOCOMO = (
+    Path(os.environ["CONVMEM_LOCOMO_DIR"]) / "locomo_dev.json"
+    if os.environ.get("CONVMEM_LOCOMO_DIR")
+    else Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+)
 BUDGET = 8000
 
 
@@ -134,17 +140,18 @@ def measure(
     }
 
 
-def interleaved(size: int, turns: int, texts: list[str]) -> tuple[dict[str, float], dict[str, float]]:
-    """Minimal and convmem filled to ``size``, then timed turn by turn alternately, so noise hits both alike."""
-    memories = (MinimalMemory(BUDGET), convmem_factory())
-    streams = (workload(texts), workload(texts))
+def interleaved(size: int, turns: int, texts: list[str], *extra: Callable[[], Any]) -> tuple[dict[str, float], ...]:
+    """Minimal and convmem (and ``extra`` memories) filled to ``size``, then timed turn by turn alternately,
+    so noise hits all alike."""
+    memories = (MinimalMemory(BUDGET), convmem_factory(), *(make() for make in extra))
+    streams = tuple(workload(texts) for _ in memories)
     for memory, steps in zip(memories, streams, strict=True):
         filled = 0
         while filled < size:
             step = next(steps)
             memory.add_many(step)
             filled += len(step)
-    samples: tuple[list[float], list[float]] = ([], [])
+    samples: tuple[list[float], ...] = tuple([] for _ in memories)
     gc.collect()
     for _ in range(turns):
         for memory, steps, out in zip(memories, streams, samples, strict=True):
@@ -157,11 +164,27 @@ def interleaved(size: int, turns: int, texts: list[str]) -> tuple[dict[str, floa
     for out in samples:
         out.sort()
         results.append({"p50_us": statistics.median(out) * 1e6, "p99_us": out[int(len(out) * 0.99) - 1] * 1e6})
-    return results[0], results[1]
+    return tuple(results)
 
 
 def convmem_factory() -> Memory:
     return Memory(max_tokens=BUDGET)
+
+
+def baseline_factory(src: str) -> Callable[[], Any]:
+    """A factory of ``Memory`` from another convmem tree (``src/``), imported as ``convmem_baseline``."""
+    import importlib.util
+
+    package = Path(src) / "convmem"
+    spec = importlib.util.spec_from_file_location(
+        "convmem_baseline", package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["convmem_baseline"] = module
+    spec.loader.exec_module(module)
+    return lambda: module.Memory(max_tokens=BUDGET)
 
 
 def tiktoken_cache() -> str:
@@ -258,6 +281,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--peers", action="store_true", help="also run llama-index-core and langchain-core at 5k")
     parser.add_argument("--peer-turns", type=int, default=30)
+    parser.add_argument("--baseline", help="src/ of another convmem tree, timed interleaved with this one")
     args = parser.parse_args()
     if not LOCOMO.exists():
         sys.exit(f"LoCoMo data not found at {LOCOMO}")
@@ -281,6 +305,15 @@ def main() -> None:
                 f"{size:>7} | {name[:28]:<28} | {result['p50_us']:>8.1f} | {result['p99_us']:>8.1f} | "
                 f"{result['bytes_per_message']:>9.0f}"
             )
+        if args.baseline:
+            minimal, ours, base = interleaved(size, args.turns, texts, baseline_factory(args.baseline))
+            print(
+                f"{'':>7}   interleaved turn by turn: minimal p50 {minimal['p50_us']:.1f} us, baseline convmem "
+                f"{base['p50_us']:.1f} us ({base['p50_us'] / minimal['p50_us']:.2f}x), this convmem "
+                f"{ours['p50_us']:.1f} us ({ours['p50_us'] / minimal['p50_us']:.2f}x); this / baseline = "
+                f"{ours['p50_us'] / base['p50_us']:.3f}"
+            )
+            continue
         minimal, ours = interleaved(size, args.turns, texts)
         print(
             f"{'':>7}   interleaved turn by turn: minimal p50 {minimal['p50_us']:.1f} us, convmem p50 "

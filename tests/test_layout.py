@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("policy",),
     ("longterm",),
     ("stores", "llm"),
-    ("_intake", "_core", "_flow", "_facade", "memory"),
+    ("_intake", "_core", "_facade", "_staging", "_flow", "_async_memory", "memory"),
     ("cli", "testing", "server", "client", "integrations", "mcp", "__init__", "__main__"),
 ]
 

@@ -9,6 +9,7 @@ import pytest
 
 from convmem import (
     ConfigurationError,
+    ConflictError,
     ContextOverflowError,
     InvalidMessageError,
     Memory,
@@ -100,14 +101,29 @@ def test_tool_result_without_a_call_is_refused() -> None:
         memory.add(result("a"))
 
 
-def test_duplicate_message_id_is_refused_and_nothing_stored() -> None:
+def test_a_stored_id_with_other_content_is_a_conflict_naming_it_and_nothing_is_stored() -> None:
     memory = Memory(max_tokens=1000)
     memory.add(Message(role="user", content="one", id="m1"))
-    with pytest.raises(InvalidMessageError) as info:
+    with pytest.raises(ConflictError, match="'m1'"):
         memory.add_many([Message(role="assistant", content="two"), Message(role="user", content="three", id="m1")])
-    assert info.value.field == "id"
-    assert info.value.index == 1
+    with pytest.raises(ConflictError, match=r"'m1'.*other content"):
+        memory.add(Message(role="user", content="not one", id="m1"))
     assert [m.text for m in memory.messages()] == ["one"]
+    with pytest.raises(InvalidMessageError) as info:  # an id twice in one batch is the batch's own mistake
+        memory.add_many([Message(role="user", content="a", id="x"), Message(role="assistant", content="b", id="x")])
+    assert (info.value.field, info.value.index) == ("id", 1)
+
+
+def test_adding_a_stored_message_again_is_a_retry_that_stores_nothing() -> None:
+    memory = Memory(max_tokens=1000)
+    first = memory.add(Message(role="user", content="one", id="m1"))
+    again = memory.add(Message(role="user", content="one", id="m1"))  # created_at stamped anew: still a retry
+    assert again == first
+    memory.add_many([Message(role="assistant", content="two", id="m2"), Message(role="user", content="3", id="m3")])
+    assert memory.add_many([Message(role="assistant", content="two", id="m2")])[0].id == "m2"
+    assert [m.id for m in memory.messages()] == ["m1", "m2", "m3"]
+    assert memory.stats().messages == 3
+    assert [m["content"] for m in memory.context().messages] == ["one", "two", "3"]
 
 
 def test_batch_with_a_bad_message_is_all_or_nothing() -> None:

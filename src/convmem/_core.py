@@ -27,9 +27,10 @@ from .policy.units import Entry, Unit, Window
 from .stores.base import LoadedSession, SessionState, StoredMessage, SummaryRecord
 from .tokens import Calibration, TokenCounter
 
-__all__ = ["FoldRequest", "MemoryCore", "Stats"]
+__all__ = ["USAGE_KEYS", "FoldRequest", "MemoryCore", "Stats"]
 
 MAX_WARNINGS = 20
+USAGE_KEYS = ("input_tokens", "output_tokens", "cached_input_tokens", "cost_usd")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,21 +117,24 @@ class MemoryCore:
         self.unfolded: list[Unit] = []
         self.state = SessionState()
         self.window_start = 0  # the live value; self.state holds the last saved one
+        self.next_seq = 0  # the seq the store gives the next message (the writer's view of the session)
         self._evicted_key: tuple[Any, ...] | None = None
         self._evicted: list[LeftOut] = []
         self.counts: dict[str, Any] = _fresh_counts()
+        self.saved_usage: dict[str, Any] = {key: self.counts[key] for key in USAGE_KEYS}  # as the store has it
         # A calibrated counter's counts change when it learns; the window is recounted before its next use.
         self._calibrated = isinstance(getattr(self.counter, "calibration", None), Calibration)
         self._counted_version: int | None = getattr(self.counter, "version", None)
 
     # -- adding ------------------------------------------------------------------------------
-    def prepare(self, items: Iterable[MessageLike]) -> list[tuple[Message, int]]:
-        """Parse, validate and count a batch without changing anything."""
+    def prepare(self, items: Iterable[MessageLike], *, check: bool = True) -> list[tuple[Message, int]]:
+        """Parse, validate (against the window too, unless ``check`` is false) and count a batch; changes nothing."""
         if self._calibrated:
             self.sync_counts()
         now = datetime.now(timezone.utc)
         messages = [parse(item, i, now) for i, item in enumerate(items)]
-        self.window.check_batch(messages)
+        if check:
+            self.window.check_batch(messages)
         prepared = []
         count = self.counter.count_message
         for index, message in enumerate(messages):
@@ -142,13 +146,19 @@ class MemoryCore:
                 raise exc.at(index) from None
         return prepared
 
-    def push(self, seqs: Sequence[int], prepared: Sequence[tuple[Message, int]]) -> None:
+    def push(self, seqs: Sequence[int], prepared: Sequence[tuple[Message, int]]) -> list[Entry]:
         push = self.window.push
+        entries = []
         for seq, (message, tokens) in zip(seqs, prepared, strict=True):
             entry = Entry(seq, message, tokens)
             entry.rendered = to_openai(message)
             push(entry)
+            entries.append(entry)
         self.counts["messages"] += len(prepared)
+        if seqs:
+            self.counts["last_seq"] = seqs[-1]
+            self.next_seq = seqs[-1] + 1
+        return entries
 
     def sync_counts(self) -> None:
         """Recount the window, the retry queue and the summary if a calibrated counter has learned since."""
@@ -330,11 +340,13 @@ class MemoryCore:
         self.window_start = loaded.state.window_start
         self.counts = _fresh_counts() | dict(loaded.state.stats)
         self.counts["warnings"] = list(self.counts["warnings"])
+        self.saved_usage = {key: self.counts[key] for key in USAGE_KEYS}
         for stored in sorted([*loaded.pinned, *loaded.window], key=lambda s: s.seq):
             entry = Entry(stored.seq, stored.message, stored.tokens)
             entry.rendered = to_openai(stored.message)
             self.window.push(entry)
         record = loaded.state.summary
+        self.summary = None
         if record is not None:
             message = summary_message(record.text, record.first_seq, record.last_seq)
             self.summary = SummaryText(record.text, record.first_seq, record.last_seq, record.tokens, message)
@@ -345,10 +357,7 @@ class MemoryCore:
         last = max([*seqs, loaded.state.window_start - 1, self.counts["last_seq"] or -1])
         self.counts["last_seq"] = last if last >= 0 else None
         self.counts["messages"] = loaded.info.message_count
-
-    def note_seqs(self, seqs: Sequence[int]) -> None:
-        if seqs:
-            self.counts["last_seq"] = seqs[-1]
+        self.next_seq = loaded.next_seq if loaded.next_seq is not None else last + 1
 
 
 def _as_units(stored: Sequence[StoredMessage]) -> list[Unit]:

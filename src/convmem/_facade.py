@@ -17,16 +17,17 @@ from typing import Any
 
 from ._core import MemoryCore, Stats
 from ._intake import MessageLike
-from .errors import ConfigurationError, ContextOverflowError
+from .errors import ConfigurationError, ContextOverflowError, SessionNotFoundError
 from .longterm.blocks import Block, Turn
 from .policy.assembly import BlockText, Overflow
 from .policy.context import Context
 from .policy.strategies import Plan, Strategy
+from .policy.units import Unit
 from .stores.base import LoadedSession, MessageStatus, SessionState, status_of
 from .tokens import Calibration, ModelInfo, TokenCounter, cost, lookup_model
 from .usage import ModelUsage, Usage, parse_usage
 
-__all__ = ["CONFIG_KEY", "InputLike", "MemoryBase", "open_options", "stored_config"]
+__all__ = ["CONFIG_KEY", "InputLike", "MemoryBase", "keep_config", "open_options", "stored_config"]
 
 InputLike = MessageLike | str | Sequence[MessageLike] | None
 CONFIG_KEY = "config"
@@ -172,6 +173,11 @@ class MemoryBase:
         parsed = parse_usage(usage)
         if model is None:
             self._learn(parsed)
+        self._add_usage(parsed, model)
+        return parsed
+
+    def _add_usage(self, parsed: Usage, model: str | None = None) -> list[Unit]:
+        """Count ``parsed`` in the stats; evicts nothing (the shape :func:`convmem._flow.save` expects)."""
         counts = self._core.counts
         counts["input_tokens"] += parsed.input_tokens
         counts["output_tokens"] += parsed.output_tokens
@@ -179,7 +185,7 @@ class MemoryBase:
         info = self._core.info if model is None else _priced(model)
         if info is not None and info.input_price_per_mtok is not None:  # open-weight models have no list price
             counts["cost_usd"] += cost(info, parsed.input_tokens, parsed.output_tokens, parsed.cached_input_tokens)
-        return parsed
+        return []
 
     def _charge(self, outcome: object) -> object:
         """Add the usage a summarizer reports on its result or its error (``.usage``: ModelUsage items)."""
@@ -188,27 +194,47 @@ class MemoryBase:
                 self._usage(item.usage, item.model)
         return outcome
 
+    def _exact(self, value: Any) -> Any:
+        """``value``, unless it is another session than this memory's (a store resolves id prefixes)."""
+        if isinstance(value, LoadedSession) and value.info.id != self.session_id:
+            raise SessionNotFoundError(self.session_id)
+        return value
+
     def _restore(self, loaded: LoadedSession) -> None:
-        config = self._core.counts[CONFIG_KEY]
-        self._core.restore(loaded)
-        self._core.counts[CONFIG_KEY] = config  # this memory's own options, which may differ from the stored ones
+        keep_config(self._core, loaded)
         snapshot = self._core.counts.get(CALIBRATION_KEY)
         if self._calibration is not None and isinstance(snapshot, Mapping):
             self._calibration.adopt(snapshot)  # only when this process has learned nothing yet for the model
 
-    def _clear_plan(self, keep_system: bool) -> Plan:
+    def _clear(self, keep_system: bool) -> list[Unit]:
+        """Archive the whole window (and unpin system messages unless ``keep_system``); returns the units."""
         core = self._core
         if not keep_system:
             last = core.counts["last_seq"]
             core.window.pinned.clear()
             core.window.pinned_tokens = 0
             core.state = _with(core.state, pinned_start=(last + 1) if last is not None else 0)
-        return Plan(evict=len(core.window.units), fold=False, reason="clear")
+        return core.evict(Plan(evict=len(core.window.units), fold=False, reason="clear"))
 
     def _filter(self, status: MessageStatus | Iterable[MessageStatus] | None) -> Callable[[Any], bool]:
         wanted = None if status is None else ({status} if isinstance(status, str) else set(status))
         state = self._core.state
         return lambda stored: wanted is None or status_of(stored, state) in wanted
+
+
+def keep_config(core: MemoryCore, loaded: LoadedSession) -> None:
+    """``core.restore(loaded)``, keeping the options the session was created with as the ones it saves.
+
+    A memory opened with other options uses them, but never replaces the session's own: a later
+    ``Memory.open`` without options gets what the session was created with. A session saved before
+    options were kept takes this memory's.
+    """
+    own, learned = core.counts[CONFIG_KEY], core.counts.get(CALIBRATION_KEY)
+    core.restore(loaded)
+    if not isinstance(core.counts.get(CONFIG_KEY), Mapping):
+        core.counts[CONFIG_KEY] = own
+    if learned is not None:  # what this process's counter learned is newer than what a catch-up read
+        core.counts[CALIBRATION_KEY] = learned
 
 
 def _config(*, strategy: str | Strategy, strategy_options: Mapping[str, Any] | None, **plain: Any) -> dict[str, Any]:

@@ -13,7 +13,9 @@ they enter the library, in one place per adapter::
      |- StoreError
      |   |- SessionNotFoundError (KeyError)
      |   |- AmbiguousSessionError          lists the matching ids
-     |   `- ConflictError                  an optimistic check lost
+     |   |- SessionLostError               a session a writer was using vanished (reset server, deleted)
+     |   `- ConflictError                  an optimistic check lost, or a message id holds other content
+     |       `- StaleSessionError          another writer changed the session first: catch up, retry
      `- LLMError                           summarizer, extractor or embedder failed
 
 Example::
@@ -38,7 +40,9 @@ __all__ = [
     "ConvmemError",
     "InvalidMessageError",
     "LLMError",
+    "SessionLostError",
     "SessionNotFoundError",
+    "StaleSessionError",
     "StoreError",
     "UnknownModelError",
 ]
@@ -138,8 +142,23 @@ class AmbiguousSessionError(StoreError):
         super().__init__(f"session prefix {prefix!r} is ambiguous; it matches: {', '.join(self.matches)}")
 
 
+class SessionLostError(StoreError):
+    """A session this writer was writing to no longer exists in the store; nothing was written.
+
+    Raised instead of re-creating the session silently: a Redis restarted
+    without persistence, an expired TTL, or a delete by another process.
+    """
+
+
 class ConflictError(StoreError):
-    """A concurrent change won an optimistic version check; reload and retry."""
+    """A write was refused because the store holds something else: a newer state, or other content under an id."""
+
+
+class StaleSessionError(ConflictError):
+    """Another writer appended to (or saved) the session after this writer last read it; nothing was written.
+
+    ``Memory`` handles it itself: it catches up with the store and retries.
+    """
 
 
 class LLMError(ConvmemError):

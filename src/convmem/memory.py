@@ -1,12 +1,21 @@
 """``Memory`` and ``AsyncMemory``: one conversation's memory, persisted in a store.
 
 Both twins run the same I/O-free core (:mod:`convmem._core`) and the same
-eviction flow (:mod:`convmem._flow`); they differ only in how they perform
-the flow's effects. Every turn::
+write flows (:mod:`convmem._flow`); they differ only in how they perform
+the flows' effects. Every turn::
 
-    add(message)   validate -> count once -> store.append (one write) -> push into the window
-                   -> strategy plan -> archive / fold into the running summary -> save state
+    add(message)   validate -> count once -> push into the window -> strategy plan -> evict
+                   -> store.append: the messages and the state they imply, in one write, under this
+                      writer's view of the session (stale: catch up and decide again)
+                   -> fold the archived units into the running summary -> save state
     context(input) blocks -> assembly within the exact budget -> render for the provider
+
+Each operation holds the memory's lock (a ``threading.RLock``; an
+``asyncio.Lock`` in ``AsyncMemory``), so one memory can serve many threads
+or tasks. Several memories (processes) can share one session: each catches
+up with what the others appended before it writes (``refresh()`` does it on
+demand), so they converge, and the stored order is always a valid
+conversation.
 
 Example::
 
@@ -20,23 +29,30 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
+from . import _flow as flow
+from ._async_memory import AsyncMemory
+from ._core import Stats
 from ._facade import InputLike, MemoryBase, open_options
-from ._flow import Absorb, AsyncEvictionSink, Effect, EvictionSink, SaveState, Summarize, _stored, describe, settle
+from ._flow import Absorb, Append, Delete, Effect, Load, Read, SaveState, Summarize
+from ._flow import describe as _describe
 from ._intake import MessageLike
-from .errors import ConfigurationError
+from .errors import ConfigurationError, InvalidMessageError, SessionNotFoundError
 from .messages import Message
 from .policy.context import Context
 from .policy.repair import synthetic_results
-from .stores import aopen_store, open_async_store_now, open_store
-from .stores.base import AsyncStore, MessageStatus, Store
-from .stores.memory import AsyncMemoryStore, MemoryStore
-from .usage import Usage
+from .stores import open_store
+from .stores._writes import lost
+from .stores.base import MessageStatus, Store, StoredMessage
+from .stores.memory import MemoryStore
+from .usage import Usage, parse_usage
 
 __all__ = ["AsyncMemory", "Memory"]
+
+_REPAIR_TRIES = 3
 
 
 class Memory(MemoryBase):
@@ -48,6 +64,7 @@ class Memory(MemoryBase):
         if isinstance(store, str):
             store = open_store(store)  # "sqlite", "sqlite:///path.db", "files:///dir", "postgresql://...", ...
         self.store: Store = store if store is not None else MemoryStore()
+        self._lock = threading.RLock()
         summarizer = self._core.strategy.summarizer
         if summarizer is not None and not hasattr(summarizer, "summarize"):
             raise ConfigurationError("this summarizer is async-only; use AsyncMemory or a sync summarizer")
@@ -57,7 +74,7 @@ class Memory(MemoryBase):
         """Reopen a stored session (a unique id prefix is enough) with its exact state.
 
         ``store`` is a store or a URL (the memory then owns and closes what it opened). Without options it
-        reuses the budget and strategy the session was saved with; options given here win.
+        reuses the budget, reserve and strategy the session was created with; options given here win.
         """
         if isinstance(store, str):
             opened = open_store(store)
@@ -81,59 +98,85 @@ class Memory(MemoryBase):
         return self.add_many([message])[0]
 
     def add_many(self, messages: Iterable[MessageLike]) -> list[Message]:
-        """Add a batch in one store write; nothing is stored if any message is invalid."""
-        core = self._core
-        prepared = core.prepare(messages)
-        if not prepared:
-            return []
-        seqs = self.store.append(self.session_id, prepared, user_id=self.user_id, model=self.model)
-        core.push(seqs, prepared)
-        core.note_seqs(seqs)
-        if core.plan().evict:
-            self._drive(settle(core, has_sinks=bool(self._sinks)))
-        return [message for message, _ in prepared]
+        """Add a batch in one store write, with the state it implies: all of it is stored, or nothing.
+
+        A batch whose ids are all stored already with the same content (a retry)
+        stores nothing and returns the stored messages.
+        """
+        with self._lock:
+            prepared = self._core.prepare(messages, check=False)  # the flow checks it against the window
+            if not prepared:
+                return []
+            added: list[Message] = self._drive(flow.add(self._core, prepared, has_sinks=bool(self._sinks)))
+            return added
 
     def context(self, input: InputLike = None, *, format: str | None = None) -> Context:
         """The messages for the next request, within the budget, with an account of them."""
-        return self._context(input, format)
+        with self._lock:
+            return self._context(input, format)
+
+    def stats(self) -> Stats:
+        """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings."""
+        with self._lock:  # a consistent reading while another thread adds
+            return super().stats()
+
+    def refresh(self) -> None:
+        """Catch up with what other writers (processes) stored in this session since this memory last read it."""
+        with self._lock:
+            self._drive(flow.refresh(self._core))
 
     def messages(self, status: MessageStatus | Iterable[MessageStatus] | None = None) -> list[Message]:
         """Every stored message, oldest first, optionally only those of the given status(es)."""
-        if self._core.counts["last_seq"] is None:
-            return []  # the session is created lazily, on its first message
-        keep = self._filter(status)
-        return [s.message for s in self.store.messages(self.session_id, user_id=self.user_id) if keep(s)]
+        with self._lock:
+            keep = self._filter(status)
+            try:
+                return [s.message for s in self.store.messages(self.session_id, user_id=self.user_id) if keep(s)]
+            except SessionNotFoundError:
+                if self._core.next_seq:
+                    raise lost(self.session_id, self._core.next_seq) from None
+                return []  # the session is created lazily, on its first message
 
     def clear(self, *, keep_system: bool = True) -> None:
         """Archive the whole window (nothing is deleted); with ``keep_system=False`` unpin system messages too."""
-        core = self._core
-        units = core.evict(self._clear_plan(keep_system))
-        if core.counts["last_seq"] is None:
-            return
-        if units and self._sinks:  # cleared units are archived like evicted ones: long-term memory gets them too
-            self._perform(Absorb(_stored(units)))
-        core.state = self.store.save_state(
-            self.session_id, core.state_to_save(), expected_version=core.state.version, user_id=self.user_id
-        )
+        with self._lock:
+            self._drive(
+                flow.save(
+                    self._core, lambda: self._clear(keep_system), unpins=not keep_system, has_sinks=bool(self._sinks)
+                )
+            )
 
     def rollback_incomplete(self) -> list[Message]:
         """Delete a trailing assistant tool call that has no (or not all) results; returns what was removed."""
-        pending = self._core.window.pending
-        if pending is None:
-            return []
-        self._core.window.pop_newest()
-        self.store.delete_messages(self.session_id, [e.seq for e in pending.entries], user_id=self.user_id)
-        return pending.messages
+        with self._lock:
+            removed: list[Message] = self._drive(flow.rollback(self._core))
+            return removed
 
     def repair(self) -> list[Message]:
-        """Answer unanswered trailing tool calls with marked synthetic results; returns the added messages."""
-        pending = self._core.window.pending
-        return self.add_many(synthetic_results(pending)) if pending is not None else []
+        """Answer unanswered trailing tool calls with marked synthetic results; returns the added messages.
+
+        Any writer may call it, e.g. when the writer that made the calls crashed before their results.
+        """
+        with self._lock:
+            for _ in range(_REPAIR_TRIES):
+                pending = self._core.window.pending
+                if pending is None:
+                    return []
+                prepared = self._core.prepare(synthetic_results(pending))
+                try:
+                    added: list[Message] = self._drive(flow.add(self._core, prepared, has_sinks=bool(self._sinks)))
+                    return added
+                except InvalidMessageError:
+                    if self._core.window.pending is pending:
+                        raise
+                    # Another writer answered or removed the calls meanwhile: look again.
+            return []
 
     def record_usage(self, usage: Any) -> Usage:
         """Add a provider's usage (OpenAI, Responses or Anthropic) to the stats and the cost."""
-        parsed = self._usage(usage)
-        self._save()
+        parsed = parse_usage(usage)
+        with self._lock:
+            self._learn(parsed)  # once, whatever the save below retries
+            self._drive(flow.save(self._core, lambda: self._add_usage(parsed)))
         return parsed
 
     def close(self) -> None:
@@ -147,23 +190,31 @@ class Memory(MemoryBase):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _save(self) -> None:
-        core = self._core
-        if core.counts["last_seq"] is None:
-            return  # the session does not exist until its first message
-        core.state = self.store.save_state(
-            self.session_id, core.state_to_save(), expected_version=core.state.version, user_id=self.user_id
-        )
-
-    def _drive(self, flow: Any) -> None:
-        try:
-            effect = next(flow)
-            while True:
-                effect = flow.send(self._perform(effect))
-        except StopIteration:
-            pass
+    def _drive(self, steps: Generator[Effect, Any, Any]) -> Any:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = steps.send(value) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                value, error = self._perform(effect), None
+            except BaseException as exc:  # thrown back: the flow undoes what it staged
+                value, error = None, exc
 
     def _perform(self, effect: Effect) -> Any:
+        store, session_id, user_id = self.store, self.session_id, self.user_id
+        if isinstance(effect, Append):
+            return store.append(
+                session_id,
+                effect.messages,
+                user_id=user_id,
+                model=self.model,
+                expected_seq=effect.expected_seq,
+                expected_version=effect.expected_version,
+                state=effect.state,
+            )
         if isinstance(effect, Summarize):
             request = effect.request
             try:
@@ -174,150 +225,37 @@ class Memory(MemoryBase):
                 )
             except Exception as exc:  # any summarizer failure must keep the data (invariant 8)
                 return self._charge(exc)
-        if isinstance(effect, SaveState):
-            return self.store.save_state(
-                self.session_id, effect.state, expected_version=self._core.state.version, user_id=self.user_id
-            )
-        for sink in self._sinks:
-            try:
-                sink.absorb(effect.units, session_id=self.session_id, user_id=self.user_id)
-            except Exception as exc:  # the units are archived already; a sink failure loses nothing
-                self._core.warn(f"eviction sink {type(sink).__name__} failed: {describe(exc)}")
-        return None
-
-
-class AsyncMemory(MemoryBase):
-    """The async twin of :class:`Memory`: the same behaviour, awaited. It never calls ``asyncio.run``."""
-
-    def __init__(self, model: str | None = None, *, store: AsyncStore | str | None = None, **options: Any) -> None:
-        super().__init__(model, **options)
-        self._owns_store = store is None or isinstance(store, str)
-        if isinstance(store, str):
-            store = open_async_store_now(store)  # a constructor cannot await; AsyncMemory.open can
-        self.store: AsyncStore = store if store is not None else AsyncMemoryStore()
-
-    @classmethod
-    async def open(
-        cls, session_id: str, *, store: AsyncStore | str, user_id: str | None = None, **options: Any
-    ) -> AsyncMemory:
-        """Reopen a stored session; see :meth:`Memory.open`."""
-        if isinstance(store, str):
-            opened = await aopen_store(store)
-            try:
-                memory = await cls.open(session_id, store=opened, user_id=user_id, **options)
-            except BaseException:
-                await opened.aclose()
-                raise
-            memory._owns_store = True
-            return memory
-        info = await store.get_session(session_id, user_id=user_id)
-        peek = await store.load(info.id, user_id=user_id)
-        merged, unfolded = open_options(peek.state, options, info.model)
-        loaded = await store.load(info.id, user_id=user_id, unfolded_limit=unfolded) if unfolded else peek
-        memory = cls(store=store, session_id=info.id, user_id=user_id, **merged)
-        memory._restore(loaded)
-        return memory
-
-    async def add(self, message: MessageLike) -> Message:
-        return (await self.add_many([message]))[0]
-
-    async def add_many(self, messages: Iterable[MessageLike]) -> list[Message]:
-        core = self._core
-        prepared = core.prepare(messages)
-        if not prepared:
-            return []
-        seqs = await self.store.append(self.session_id, prepared, user_id=self.user_id, model=self.model)
-        core.push(seqs, prepared)
-        core.note_seqs(seqs)
-        if core.plan().evict:
-            await self._drive(settle(core, has_sinks=bool(self._sinks)))
-        return [message for message, _ in prepared]
-
-    async def context(self, input: InputLike = None, *, format: str | None = None) -> Context:
-        return self._context(input, format)
-
-    async def messages(self, status: MessageStatus | Iterable[MessageStatus] | None = None) -> list[Message]:
-        if self._core.counts["last_seq"] is None:
-            return []
-        keep = self._filter(status)
-        return [s.message for s in await self.store.messages(self.session_id, user_id=self.user_id) if keep(s)]
-
-    async def clear(self, *, keep_system: bool = True) -> None:
-        core = self._core
-        units = core.evict(self._clear_plan(keep_system))
-        if core.counts["last_seq"] is None:
-            return
-        if units and self._sinks:
-            await self._perform(Absorb(_stored(units)))
-        core.state = await self.store.save_state(
-            self.session_id, core.state_to_save(), expected_version=core.state.version, user_id=self.user_id
+        if isinstance(effect, Absorb):
+            self._absorb(effect.units)
+            return None
+        return self._scoped(
+            lambda: _stored_effect(store, effect, session_id, user_id, self._core.state.version),
         )
 
-    async def rollback_incomplete(self) -> list[Message]:
-        pending = self._core.window.pending
-        if pending is None:
-            return []
-        self._core.window.pop_newest()
-        await self.store.delete_messages(self.session_id, [e.seq for e in pending.entries], user_id=self.user_id)
-        return pending.messages
-
-    async def repair(self) -> list[Message]:
-        pending = self._core.window.pending
-        return await self.add_many(synthetic_results(pending)) if pending is not None else []
-
-    async def record_usage(self, usage: Any) -> Usage:
-        parsed = self._usage(usage)
-        core = self._core
-        if core.counts["last_seq"] is not None:
-            core.state = await self.store.save_state(
-                self.session_id, core.state_to_save(), expected_version=core.state.version, user_id=self.user_id
-            )
-        return parsed
-
-    async def aclose(self) -> None:
-        """Close the store if this memory created it."""
-        if self._owns_store:
-            await self.store.aclose()
-
-    async def __aenter__(self) -> AsyncMemory:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def _drive(self, flow: Any) -> None:
+    def _scoped(self, call: Callable[[], Any]) -> Any:
         try:
-            effect = next(flow)
-            while True:
-                effect = flow.send(await self._perform(effect))
-        except StopIteration:
-            pass
+            return self._exact(call())
+        except SessionNotFoundError:
+            if self._core.next_seq:
+                raise lost(self.session_id, self._core.next_seq) from None
+            raise
 
-    async def _perform(self, effect: Effect) -> Any:
-        if isinstance(effect, Summarize):
-            request = effect.request
-            summarizer: Any = self._core.strategy.summarizer
-            try:
-                if hasattr(summarizer, "asummarize"):
-                    text = await summarizer.asummarize(request.previous, request.messages, request.max_tokens)
-                else:  # a sync summarizer may block on the network; keep the event loop free
-                    text = await asyncio.to_thread(
-                        summarizer.summarize, request.previous, request.messages, request.max_tokens
-                    )
-                return self._charge(text)
-            except Exception as exc:  # any summarizer failure must keep the data (invariant 8)
-                return self._charge(exc)
-        if isinstance(effect, SaveState):
-            return await self.store.save_state(
-                self.session_id, effect.state, expected_version=self._core.state.version, user_id=self.user_id
-            )
-        assert isinstance(effect, Absorb)
+    def _absorb(self, units: list[list[StoredMessage]]) -> None:
         for sink in self._sinks:
             try:
-                if isinstance(sink, AsyncEvictionSink):
-                    await sink.aabsorb(effect.units, session_id=self.session_id, user_id=self.user_id)
-                elif isinstance(sink, EvictionSink):
-                    sink.absorb(effect.units, session_id=self.session_id, user_id=self.user_id)
+                sink.absorb(units, session_id=self.session_id, user_id=self.user_id)
             except Exception as exc:  # the units are archived already; a sink failure loses nothing
-                self._core.warn(f"eviction sink {type(sink).__name__} failed: {describe(exc)}")
-        return None
+                self._core.warn(f"eviction sink {type(sink).__name__} failed: {_describe(exc)}")
+
+
+def _stored_effect(store: Store, effect: Effect, session_id: str, user_id: str | None, version: int) -> Any:
+    """Perform a Load, Read, Delete or SaveState on a sync store."""
+    if isinstance(effect, SaveState):
+        return store.save_state(session_id, effect.state, expected_version=version, user_id=user_id)
+    if isinstance(effect, Load):
+        return store.load(session_id, user_id=user_id, unfolded_limit=effect.unfolded_limit)
+    if isinstance(effect, Read):
+        return list(store.messages(session_id, user_id=user_id, from_seq=effect.from_seq, to_seq=effect.to_seq))
+    assert isinstance(effect, Delete)
+    store.delete_messages(session_id, effect.seqs, user_id=user_id, expected_seq=effect.expected_seq)
+    return None

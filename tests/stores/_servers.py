@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 PG_URL = os.environ.get("CONVMEM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -46,3 +51,43 @@ def drop_prefixes(prefixes: set[str]) -> None:
             for start in range(0, len(keys), 500):
                 client.delete(*keys[start : start + 500])
     prefixes.clear()
+
+
+class RedisServer:
+    """A redis-server of the test's own, on a free port; durable = AOF with fsync on every write."""
+
+    def __init__(self, directory: Path, *, durable: bool) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if durable else ["--appendonly", "no"]
+        self.command = [
+            shutil.which("redis-server") or "redis-server",
+            *["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *persistence],
+            *["--dir", str(directory), "--daemonize", "no", "--logfile", str(directory / "redis.log")],
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise AssertionError("redis-server did not start")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill()

@@ -22,11 +22,16 @@ from pathlib import Path
 import pytest
 
 from convmem.stores import FileStore, SQLiteStore
+from convmem.stores.files._base import user_dir
 
 pytestmark = pytest.mark.slow  # real processes, SIGKILL and server restarts: the full suite only
 
 WRITER = str(Path(__file__).with_name("_writer.py"))
 BACKENDS = ["sqlite", "files"]
+
+
+def session_dir(location: Path) -> Path:
+    return location / "users" / user_dir("u") / "s"
 
 
 def _location(backend: str, tmp_path: Path) -> Path:
@@ -84,7 +89,7 @@ def _check(backend: str, location: Path, acknowledged: dict[str, int]) -> list[s
             assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         db.close()
     else:
-        assert (location / "sessions" / "s" / "messages.jsonl").read_bytes().endswith(b"\n")
+        assert (session_dir(location) / "messages.jsonl").read_bytes().endswith(b"\n")
     return ids
 
 
@@ -102,7 +107,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_message(backend: str, t
             for _ in range(rng.randint(0, 1 if size > 10_000 else 12)):
                 if not _note(proc.stdout.readline(), acknowledged):
                     break
-            jsonl = location / "sessions" / "s" / "messages.jsonl"
+            jsonl = session_dir(location) / "messages.jsonl"
             if size > 1_000_000:
                 _wait_for_a_write_in_progress(jsonl, time.monotonic() + rng.random() * 0.2)
             else:

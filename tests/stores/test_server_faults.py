@@ -20,9 +20,6 @@
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -36,7 +33,7 @@ import psycopg
 import pytest
 
 from convmem import Memory
-from convmem.errors import ConflictError, InvalidMessageError, StoreError
+from convmem.errors import ConflictError, StoreError
 from convmem.stores.base import SessionState
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.postgres import _ops as pg_ops
@@ -45,7 +42,7 @@ from convmem.stores.redis import _ops as redis_ops
 from convmem.testing import numbered
 
 from ..validators import validate_openai
-from ._servers import PG_URL, REDIS_URL, drop_prefixes, drop_schemas, prefix_for, schema_for
+from ._servers import PG_URL, REDIS_URL, RedisServer, drop_prefixes, drop_schemas, prefix_for, schema_for
 
 pytestmark = pytest.mark.slow  # real processes, SIGKILL and server restarts: the full suite only
 
@@ -170,54 +167,6 @@ def test_eight_processes_of_four_threads_append_ten_thousand_messages(
 
 
 # -- Redis restarts ----------------------------------------------------------------------------------
-class RedisServer:
-    """A redis-server of the test's own, on a free port; durable = AOF with fsync on every write."""
-
-    def __init__(self, directory: Path, *, durable: bool) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
-        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if durable else ["--appendonly", "no"]
-        self.command = [
-            shutil.which("redis-server") or "redis-server",
-            *["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *persistence],
-            *["--dir", str(directory), "--daemonize", "no", "--logfile", str(directory / "redis.log")],
-        ]
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
-                    conn.sendall(b"PING\r\n")
-                    if conn.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            time.sleep(0.02)
-        raise AssertionError("redis-server did not start")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.kill()
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path, durable=request.param == "durable")
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.mark.parametrize("redis_server", ["durable"], indirect=True)
 def test_redis_killed_and_restarted_mid_stream_loses_no_acknowledged_message(redis_server: RedisServer) -> None:
     writers = Writers()
@@ -313,8 +262,10 @@ def test_a_retried_write_recognises_its_own_committed_attempt(backend: str, tmp_
         store.append("s", numbered(2), user_id="u")
         assert twice(flows.append(*args, "s", numbered(3, start=2), "u", None)) == [2, 3, 4]
         assert [r.seq for r in store.messages("s", user_id="u")] == [0, 1, 2, 3, 4]
-        with pytest.raises(InvalidMessageError, match="m4"):  # a real duplicate is still refused
-            store.append("s", numbered(1, start=4), user_id="u")
+        assert store.append("s", numbered(1, start=4), user_id="u") == [4]  # any caller's retry stores nothing
+        other = [(dataclasses.replace(numbered(1, start=4)[0][0], content="other"), 5)]
+        with pytest.raises(ConflictError, match="m4"):  # other content under a stored id is refused
+            store.append("s", other, user_id="u")
         saved = twice(flows.save_state(*args, "s", SessionState(window_start=3), 0, "u"))
         assert store.load("s", user_id="u").state == saved
         with pytest.raises(ConflictError):  # and a real conflict is still one

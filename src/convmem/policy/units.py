@@ -239,6 +239,35 @@ class Window:
             self.user_units -= 1
         return unit
 
+    def unpush(self, entry: Entry) -> None:
+        """Undo the latest :meth:`push` of ``entry`` (a write that failed must leave the window as it was)."""
+        message = entry.message
+        if message.role in PINNED_ROLES:
+            self.pinned.pop()
+            self.pinned_tokens -= entry.tokens
+            return
+        self.tokens -= entry.tokens
+        self.messages -= 1
+        self.rendered.pop()
+        unit = self.units[-1]
+        if message.role == "tool":
+            unit.entries.pop()
+            unit.tokens -= entry.tokens
+            unit.pending.add(message.tool_call_id or "")
+            return
+        self.units.pop()
+        if unit.kind == "user":
+            self.user_units -= 1
+
+    def unpop_oldest(self, unit: Unit) -> None:
+        """Undo :meth:`pop_oldest`: ``unit`` becomes the oldest unit again."""
+        self.units.appendleft(unit)
+        self.rendered.extendleft(reversed([entry.rendered for entry in unit.entries]))
+        self.tokens += unit.tokens
+        self.messages += len(unit.entries)
+        if unit.kind == "user":
+            self.user_units += 1
+
     def entries(self) -> Iterator[Entry]:
         for unit in self.units:
             yield from unit.entries

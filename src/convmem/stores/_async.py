@@ -48,8 +48,20 @@ class AsyncStoreWrapper(Generic[S]):
         *,
         user_id: str | None = None,
         model: str | None = None,
+        expected_seq: int | None = None,
+        expected_version: int | None = None,
+        state: SessionState | None = None,
     ) -> list[int]:
-        return await self._run(self.sync.append, session_id, messages, user_id=user_id, model=model)
+        return await self._run(
+            self.sync.append,
+            session_id,
+            messages,
+            user_id=user_id,
+            model=model,
+            expected_seq=expected_seq,
+            expected_version=expected_version,
+            state=state,
+        )
 
     async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
         return await self._run(self.sync.load, session_id, user_id=user_id, unfolded_limit=unfolded_limit)
@@ -69,8 +81,10 @@ class AsyncStoreWrapper(Generic[S]):
 
         return await self._run(read)
 
-    async def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        await self._run(self.sync.delete_messages, session_id, seqs, user_id=user_id)
+    async def delete_messages(
+        self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None, expected_seq: int | None = None
+    ) -> None:
+        await self._run(self.sync.delete_messages, session_id, seqs, user_id=user_id, expected_seq=expected_seq)
 
     async def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
         return await self._run(self.sync.get_session, session_id, user_id=user_id)

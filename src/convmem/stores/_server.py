@@ -72,11 +72,15 @@ class ServerStore:
         *,
         user_id: str | None = None,
         model: str | None = None,
+        expected_seq: int | None = None,
+        expected_version: int | None = None,
+        state: SessionState | None = None,
     ) -> list[int]:
         check_batch(messages)
         if not messages:
             return []  # a session is created by its first message, not by an empty batch
-        seqs: list[int] = self.db.run(self.ops.append(session_id, messages, user_id, model))
+        op = self.ops.append(session_id, messages, user_id, model, expected_seq, expected_version, state)
+        seqs: list[int] = self.db.run(op)
         return seqs
 
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
@@ -105,8 +109,10 @@ class ServerStore:
                 return
             lo = rows[-1].seq + 1
 
-    def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        self.db.run(self.ops.delete_messages(session_id, seqs, user_id))
+    def delete_messages(
+        self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None, expected_seq: int | None = None
+    ) -> None:
+        self.db.run(self.ops.delete_messages(session_id, seqs, user_id, expected_seq))
 
     def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
         info: SessionInfo = self.db.run(self.ops.get_session(session_id, user_id))
@@ -164,11 +170,15 @@ class AsyncServerStore:
         *,
         user_id: str | None = None,
         model: str | None = None,
+        expected_seq: int | None = None,
+        expected_version: int | None = None,
+        state: SessionState | None = None,
     ) -> list[int]:
         check_batch(messages)
         if not messages:
             return []
-        seqs: list[int] = await self.db.run(self.ops.append(session_id, messages, user_id, model))
+        op = self.ops.append(session_id, messages, user_id, model, expected_seq, expected_version, state)
+        seqs: list[int] = await self.db.run(op)
         return seqs
 
     async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
@@ -196,8 +206,10 @@ class AsyncServerStore:
             lo = rows[-1].seq + 1
         return out
 
-    async def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
-        await self.db.run(self.ops.delete_messages(session_id, seqs, user_id))
+    async def delete_messages(
+        self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None, expected_seq: int | None = None
+    ) -> None:
+        await self.db.run(self.ops.delete_messages(session_id, seqs, user_id, expected_seq))
 
     async def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
         info: SessionInfo = await self.db.run(self.ops.get_session(session_id, user_id))

@@ -28,10 +28,31 @@ The contract comes in two sizes:
   CLI needs it, and the conformance suite (:mod:`convmem.testing`) checks it
   whenever a backend provides it.
 
-Every method is scoped by ``user_id``: a session of another user is reported
-as not found, exactly like one that does not exist. Every method that names
-an existing session accepts a unique prefix of its id; ``append`` takes the
-exact id because it creates the session on its first message.
+Every method is scoped by ``user_id``, and so are session ids: two users may
+both have a session ``"chat"``, and they are two sessions. A session of
+another user is reported as not found, exactly like one that does not exist,
+and ``append`` to another user's session id creates the caller's own. Message
+ids are unique within a session's history (a fork's shared history
+included); another session, or another user, may use the same id. So no
+error ever tells one user anything about another's ids. Every method that
+names an existing session accepts a unique prefix of its id; ``append`` takes
+the exact id because it creates the session on its first message.
+
+Writes are atomic and idempotent, and many writers can share a session:
+
+* ``append`` takes the writer's view of the session, ``expected_seq`` (its
+  next seq) and ``expected_version`` (its state version), and optionally the
+  ``state`` the batch implies. Messages and state are written together or not
+  at all. If the view is out of date, :class:`~convmem.errors.StaleSessionError`
+  says so and nothing is written: the writer catches up and decides again, so
+  nothing lands between an assistant's tool call and its results.
+* A batch whose ids are all stored already in this session with the same
+  content (``created_at`` aside) is a retry: its stored seqs come back and
+  nothing is written. An id stored with other content, or a batch that mixes
+  stored and new ids, is a :class:`~convmem.errors.ConflictError` naming the id.
+* An append that expects messages (``expected_seq > 0``) to a session that no
+  longer exists raises :class:`~convmem.errors.SessionLostError`; the session
+  is never re-created silently (a Redis restarted without persistence).
 
 Forks share history instead of copying it. A fork records its parent and the
 seq it branched at; reading it reads the parent's rows up to that seq, then
@@ -93,7 +114,7 @@ class SessionState:
     """Where the window starts, how far the summary reaches, and the running stats.
 
     ``version`` increases on every save; a save that expects an older version
-    loses with :class:`~convmem.errors.ConflictError`. ``stats`` belong to the
+    loses with :class:`~convmem.errors.StaleSessionError` (a ``ConflictError``). ``stats`` belong to the
     memory; stores keep them as opaque JSON.
     """
 
@@ -135,6 +156,7 @@ class LoadedSession:
     pinned: Sequence[StoredMessage]
     window: Sequence[StoredMessage]
     unfolded: Sequence[StoredMessage] = ()  # archived after a failed summary, awaiting a retry
+    next_seq: int | None = None  # the seq the next append gets (None: a store that does not say)
 
 
 def status_of(stored: StoredMessage, state: SessionState) -> MessageStatus:
@@ -157,11 +179,19 @@ class Store(Protocol):
         *,
         user_id: str | None = None,
         model: str | None = None,
+        expected_seq: int | None = None,
+        expected_version: int | None = None,
+        state: SessionState | None = None,
     ) -> list[int]:
-        """Append messages (with their token counts) in one write; returns their seqs.
+        """Append messages (with their token counts), and ``state`` if given, in one write; returns their seqs.
 
-        Creates the session on its first message. Raises InvalidMessageError if a
-        message has no id or its id already exists (nothing is written).
+        Creates the session on its first message. Checks, in this order, before
+        writing anything: the session exists if ``expected_seq`` > 0
+        (SessionLostError); its next seq and state version are the expected ones
+        (StaleSessionError); the ids (see the module docstring: a retry returns
+        the stored seqs, other content is a ConflictError). A batch without ids
+        or repeating an id raises InvalidMessageError. ``state`` needs
+        ``expected_version`` and is saved with version ``expected_version + 1``.
         """
         ...
 
@@ -181,10 +211,14 @@ class Store(Protocol):
         """Every stored message of the session in seq order (the whole history, archive included)."""
         ...
 
-    def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
+    def delete_messages(
+        self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None, expected_seq: int | None = None
+    ) -> None:
         """Explicitly delete messages (rollback of an incomplete tool call).
 
         Only a session's own messages can go: deleting one that a fork shares raises StoreError.
+        With ``expected_seq``, nothing is deleted unless it is still the session's next seq
+        (StaleSessionError): a rollback never orphans results another writer appended.
         """
         ...
 
@@ -246,6 +280,9 @@ class AsyncStore(Protocol):
         *,
         user_id: str | None = None,
         model: str | None = None,
+        expected_seq: int | None = None,
+        expected_version: int | None = None,
+        state: SessionState | None = None,
     ) -> list[int]: ...
 
     async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession: ...
@@ -258,7 +295,9 @@ class AsyncStore(Protocol):
         self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
     ) -> list[StoredMessage]: ...
 
-    async def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None: ...
+    async def delete_messages(
+        self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None, expected_seq: int | None = None
+    ) -> None: ...
 
     async def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo: ...
 

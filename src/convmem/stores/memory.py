@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
+from ..errors import SessionNotFoundError, StoreError
 from ..messages import PINNED_ROLES, Message
 from ._async import AsyncStoreWrapper
 from ._common import (
@@ -39,6 +39,7 @@ from ._common import (
     pick,
     segments,
 )
+from ._writes import check_expected, replayed, state_for_write
 from .base import LoadedSession, SessionInfo, SessionState, StoredMessage
 
 __all__ = ["AsyncMemoryStore", "MemoryStore"]
@@ -85,6 +86,7 @@ class _Session:
     state: SessionState = field(default_factory=SessionState)
     deleted: bool = False  # hidden; rows kept only while forks share them
     children: set[str] = field(default_factory=set)
+    ids: dict[str, int] = field(default_factory=dict)  # message id -> seq, of the session's own rows
 
     def info(self) -> SessionInfo:
         return SessionInfo(
@@ -106,25 +108,24 @@ class MemoryStore:
     """A thread-safe store that lives in this process."""
 
     def __init__(self) -> None:
-        self._sessions: dict[str, _Session] = {}
-        self._ids: dict[str, str] = {}  # message id -> the session that physically holds it
+        self._sessions: dict[tuple[str | None, str], _Session] = {}  # (user, session id) -> session
         self._lock = threading.RLock()
         self.rows_read = 0  # rows returned by load(); lets the conformance suite see load skip the archive
 
     # -- lookup ----------------------------------------------------------------------------
     def _session(self, session_id: str, user_id: str | None) -> _Session:
-        session = self._sessions.get(session_id)
-        if session is not None and session.user_id == user_id and not session.deleted:
+        session = self._sessions.get((user_id, session_id))
+        if session is not None and not session.deleted:
             return session
-        live = (s.id for s in self._sessions.values() if s.user_id == user_id and not s.deleted)
-        return self._sessions[pick(session_id, (i for i in live if i.startswith(session_id)))]
+        live = (s.id for (u, _), s in self._sessions.items() if u == user_id and not s.deleted)
+        return self._sessions[(user_id, pick(session_id, (i for i in live if i.startswith(session_id))))]
 
     def _segments(self, session: _Session) -> list[Segment]:
         chain: list[tuple[str, int | None]] = []
         node: _Session | None = session
         while node is not None:
             chain.append((node.id, node.fork_seq))
-            node = self._sessions[node.parent_id] if node.parent_id is not None else None
+            node = self._sessions[(node.user_id, node.parent_id)] if node.parent_id is not None else None
         return segments(chain)
 
     def _read(self, session: _Session, lo: int, hi: int | None, *, pinned: bool = False) -> list[StoredMessage]:
@@ -132,9 +133,26 @@ class MemoryStore:
         for seg in self._segments(session):
             span = seg.clip(lo, hi)
             if span is not None:
-                holder = self._sessions[seg.session_id]
+                holder = self._sessions[(session.user_id, seg.session_id)]
                 out += (holder.pinned if pinned else holder.all).between(*span)
         return out
+
+    def _stored(self, session: _Session, ids: Sequence[str]) -> dict[str, StoredMessage]:
+        """The rows of the session's history (shared history included) that hold any of ``ids``."""
+        found: dict[str, StoredMessage] = {}
+        if session.parent_id is None:  # the common case: no shared history
+            for message_id in ids:
+                seq = session.ids.get(message_id)
+                if seq is not None:
+                    found[message_id] = session.all.between(seq, seq)[0]
+            return found
+        for seg in self._segments(session):
+            holder = self._sessions[(session.user_id, seg.session_id)]
+            for message_id in ids:
+                seq = holder.ids.get(message_id)
+                if seq is not None and seg.lo <= seq <= seg.hi:
+                    found[message_id] = holder.all.between(seq, seq)[0]
+        return found
 
     # -- sessions --------------------------------------------------------------------------
     def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
@@ -175,15 +193,13 @@ class MemoryStore:
         if session.children:
             # Forks still read this history: hide the session and keep only the shared rows.
             session.deleted = True
-            keep = max(self._sessions[c].fork_seq or 0 for c in session.children)
+            keep = max(self._sessions[(session.user_id, c)].fork_seq or 0 for c in session.children)
             for row in session.all.drop({s for s in session.all.seqs if s > keep}):
                 self._forget(session, row)
             return
-        for row in session.all.rows:
-            self._ids.pop(row.message.id or "", None)
-        del self._sessions[session.id]
+        del self._sessions[(session.user_id, session.id)]
         if session.parent_id is not None:
-            parent = self._sessions[session.parent_id]
+            parent = self._sessions[(session.user_id, session.parent_id)]
             parent.children.discard(session.id)
             if parent.deleted:
                 self._remove(parent)
@@ -191,7 +207,7 @@ class MemoryStore:
     def _forget(self, session: _Session, row: StoredMessage) -> None:
         session.tokens -= row.tokens
         session.pinned.drop({row.seq})
-        self._ids.pop(row.message.id or "", None)
+        session.ids.pop(row.message.id or "", None)
 
     def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
         cutoff = now() - older_than
@@ -202,7 +218,7 @@ class MemoryStore:
                 if s.user_id == user_id and not s.deleted and s.updated_at < cutoff
             )
             for session_id in doomed:
-                self._remove(self._sessions[session_id])
+                self._remove(self._sessions[(user_id, session_id)])
             return doomed
 
     def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
@@ -215,7 +231,7 @@ class MemoryStore:
             shared = self._read(source, 0, at_seq)
             parent = source
             while parent.fork_seq is not None and parent.parent_id is not None and at_seq <= parent.fork_seq:
-                parent = self._sessions[parent.parent_id]  # branch where the history really lives
+                parent = self._sessions[(user_id, parent.parent_id)]  # branch where the history really lives
             stamp = now()
             fork = _Session(
                 new_session_id(),
@@ -232,7 +248,7 @@ class MemoryStore:
                 next_seq=at_seq + 1,
                 state=fork_state(source.state, at_seq, messages=len(shared)),
             )
-            self._sessions[fork.id] = fork
+            self._sessions[(user_id, fork.id)] = fork
             parent.children.add(fork.id)
             return fork.info()
 
@@ -244,20 +260,28 @@ class MemoryStore:
         *,
         user_id: str | None = None,
         model: str | None = None,
+        expected_seq: int | None = None,
+        expected_version: int | None = None,
+        state: SessionState | None = None,
     ) -> list[int]:
         check_batch(messages)
         if not messages:
             return []  # a session is created by its first message, not by an empty batch
+        saved = None if state is None else state_for_write(state, expected_version)
         with self._lock:
-            session = self._sessions.get(session_id)
-            if session is not None and (session.user_id != user_id or session.deleted):
-                raise SessionNotFoundError(session_id)  # never reveal, nor write into, another user's session
-            for index, (message, _) in enumerate(messages):
-                if message.id in self._ids:
-                    raise InvalidMessageError(f"duplicate message id {message.id!r}", field="id", index=index)
+            session = self._sessions.get((user_id, session_id))
+            found = (session.next_seq, session.state.version) if session is not None and not session.deleted else None
+            if found is None or found != (expected_seq, expected_version):  # the writer's view, in one compare
+                check_expected(session_id, found, expected_seq, expected_version)
+            if session is not None and session.deleted:
+                raise SessionNotFoundError(session_id)  # hidden while its forks live; its id stays taken
+            if session is not None and (session.parent_id is not None or any(m.id in session.ids for m, _ in messages)):
+                again = replayed(session_id, messages, self._stored(session, [m.id or "" for m, _ in messages]))
+                if again is not None:
+                    return again
             stamp = now()
             if session is None:
-                session = self._sessions[session_id] = _Session(session_id, user_id, model, stamp, stamp)
+                session = self._sessions[(user_id, session_id)] = _Session(session_id, user_id, model, stamp, stamp)
             seqs = list(range(session.next_seq, session.next_seq + len(messages)))
             for seq, (message, tokens) in zip(seqs, messages, strict=True):
                 row = StoredMessage(seq, message, tokens)
@@ -265,9 +289,11 @@ class MemoryStore:
                 if message.role in PINNED_ROLES:
                     session.pinned.add(row)
                 session.tokens += tokens
-                self._ids[message.id or ""] = session.id
+                session.ids[message.id or ""] = seq
             session.next_seq += len(messages)
             session.updated_at = stamp
+            if saved is not None:
+                session.state = saved
             return seqs
 
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
@@ -281,17 +307,14 @@ class MemoryStore:
                 candidates = self._read(session, state.folded_to + 1, state.window_start - 1)
                 unfolded = [r for r in candidates if r.message.role not in PINNED_ROLES][-unfolded_limit:]
             self.rows_read += len(pinned) + len(window) + len(unfolded)
-            return LoadedSession(session.info(), state, pinned, window, unfolded)
+            return LoadedSession(session.info(), state, pinned, window, unfolded, session.next_seq)
 
     def save_state(
         self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
     ) -> SessionState:
         with self._lock:
             session = self._session(session_id, user_id)
-            if session.state.version != expected_version:
-                raise ConflictError(
-                    f"session {session.id!r} state is at version {session.state.version}, expected {expected_version}"
-                )
+            check_expected(session.id, (session.next_seq, session.state.version), None, expected_version)
             session.state = replace(
                 state, stats=json_object(state.stats, "session stats"), version=expected_version + 1
             )
@@ -305,13 +328,15 @@ class MemoryStore:
             rows = self._read(self._session(session_id, user_id), from_seq, to_seq)
         return iter(rows)
 
-    def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
+    def delete_messages(
+        self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None, expected_seq: int | None = None
+    ) -> None:
         with self._lock:
             session = self._session(session_id, user_id)
+            check_expected(session.id, (session.next_seq, session.state.version), expected_seq, None)
             doomed = set(seqs)
-            check_deletable(
-                session.id, doomed, session.fork_seq, [(c, self._sessions[c].fork_seq or 0) for c in session.children]
-            )
+            forks = [(c, self._sessions[(user_id, c)].fork_seq or 0) for c in session.children]
+            check_deletable(session.id, doomed, session.fork_seq, forks)
             for row in session.all.drop(doomed):
                 self._forget(session, row)
             session.updated_at = now()
@@ -326,13 +351,8 @@ class MemoryStore:
     def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
         parsed = parse_export(data)
         with self._lock:
-            if parsed.id in self._sessions:
+            if (user_id, parsed.id) in self._sessions:
                 raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported")
-            for number, row in enumerate(parsed.rows, start=2):
-                if row.message.id in self._ids:
-                    raise StoreError(
-                        f"import: line {number}: message id {row.message.id!r} already exists; nothing was imported"
-                    )
             session = _Session(
                 parsed.id,
                 user_id,
@@ -349,8 +369,8 @@ class MemoryStore:
                 if row.message.role in PINNED_ROLES:
                     session.pinned.add(row)
                 session.tokens += row.tokens
-                self._ids[row.message.id or ""] = session.id
-            self._sessions[session.id] = session
+                session.ids[row.message.id or ""] = row.seq
+            self._sessions[(user_id, session.id)] = session
             return session.info()
 
     def close(self) -> None:

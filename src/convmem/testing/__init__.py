@@ -22,7 +22,10 @@ import pytest
 
 # Before the import below: pytest rewrites asserts only in modules registered before they load.
 pytest.register_assert_rewrite(
-    "convmem.testing.conformance", "convmem.testing.conformance_async", "convmem.testing._session_tests"
+    "convmem.testing.conformance",
+    "convmem.testing.conformance_async",
+    "convmem.testing._session_tests",
+    "convmem.testing._write_tests",
 )
 
 from ._data import EchoSummarizer, conversations, json_values, messages, numbered, rich_messages  # noqa: E402

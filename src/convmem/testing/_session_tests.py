@@ -7,6 +7,7 @@ its tests skip for a backend that implements only
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from ..errors import (
-    InvalidMessageError,
+    ConflictError,
     SessionNotFoundError,
     StoreError,
 )
@@ -80,13 +81,11 @@ class SessionTests:
         grand = store.fork(fork.id, 5, user_id="u")
         shallow = store.fork(fork.id, 2, user_id="u")
         store = self.reopen(store, tmp_path)
-        for session_id, shared in ((fork.id, "m3"), (grand.id, "f0"), (shallow.id, "m1")):
-            with pytest.raises(InvalidMessageError, match="duplicate"):  # an id of the shared history
-                store.append(
-                    session_id,
-                    [next(m for m in numbered(12) + numbered(2, prefix="f") if m[0].id == shared)],
-                    user_id="u",
-                )
+        for session_id, shared, seq in ((fork.id, "m3", 3), (grand.id, "f0", 5), (shallow.id, "m1", 1)):
+            message, tokens = next(m for m in numbered(12) + numbered(2, prefix="f") if m[0].id == shared)
+            assert store.append(session_id, [(message, tokens)], user_id="u") == [seq]  # a retry: shared history
+            with pytest.raises(ConflictError, match=repr(shared)):
+                store.append(session_id, [(replace(message, content="changed"), tokens)], user_id="u")
         root_rows = list(store.messages("root", user_id="u"))
         assert [r.message.id for r in store.messages(fork.id, user_id="u")] == [r.message.id for r in root_rows[:5]] + [
             "f0",
@@ -102,6 +101,9 @@ class SessionTests:
             store.delete_messages("root", [4], user_id="u")
         with pytest.raises(StoreError):
             store.delete_messages(fork.id, [3], user_id="u")
+        # Ids are unique per session: the fork may use an id its parent took after the fork point.
+        assert store.append(fork.id, numbered(1, start=10), user_id="u") == [7]
+        assert [r.message.id for r in store.messages(fork.id, user_id="u", from_seq=5)] == ["f0", "f1", "m10"]
 
     def test_a_fork_loads_even_when_its_window_starts_in_the_parent(self, store: Any) -> None:
         store = self.sessions(store)

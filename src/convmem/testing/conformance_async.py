@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ..memory import AsyncMemory
+from ..policy.units import group_units
 from ..stores.base import AsyncSessionStore, AsyncStore
 from ._data import EchoSummarizer, numbered
+from ._write_tests import turn
 from .conformance import StoreConformance
 
 __all__ = ["AsyncStoreConformance"]
@@ -113,6 +115,32 @@ class AsyncStoreConformance(StoreConformance):
         assert (after.messages, after.account, after.window) == (before.messages, before.account, before.window)
         assert reopened.stats() == memory.stats()
         await store.aclose()
+
+    async def test_forty_gathered_tasks_share_one_async_memory(self, tmp_path: Path) -> None:
+        store = self.make_store(tmp_path)
+        memory = AsyncMemory(store=store, user_id="u", max_tokens=400, session_id="g")
+        await memory.add({"role": "system", "content": "Be brief."})
+        results = await asyncio.gather(*(memory.add_many(turn(str(n), tools=n % 3)) for n in range(40)))
+        added = [m.id for batch in results for m in batch]
+        stored = await memory.messages()
+        assert len(added) == len(set(added)) == sum(len(turn(str(n), tools=n % 3)) for n in range(40))
+        assert sorted(m.id or "" for m in stored[1:]) == sorted(i or "" for i in added)
+        group_units(stored[1:])  # a valid conversation, every unit whole
+        live = await memory.context()
+        if self.persistent:
+            await store.aclose()
+            store = self.make_store(tmp_path)
+        reopened = await AsyncMemory.open("g", store=store, user_id="u")
+        assert (await reopened.context()).messages == live.messages
+        # The window is the newest stored messages, in stored order (the lock admitted one add at a time).
+        assert live.messages[1:] == [_rendered(m) for m in stored][-(len(live.messages) - 1) :]
+        await store.aclose()
+
+
+def _rendered(message: Any) -> dict[str, Any]:
+    from ..formats.openai import to_openai
+
+    return to_openai(message)
 
 
 class _StoreOnly:

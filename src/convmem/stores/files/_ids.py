@@ -54,6 +54,31 @@ class IdIndex:
                     continue  # empty, or torn by a crash: the catch-up adds it again
         return found
 
+    def locate(self, ids: Iterable[str], upto: int | None = None) -> dict[str, list[int]]:
+        """The seqs the index records for each of ``ids`` it holds (at most ``upto``, if given).
+
+        An entry may be stale (its line was cut after a failed write): callers
+        read the line at the seq to confirm it.
+        """
+        wanted: dict[str, set[str]] = defaultdict(set)
+        for message_id in ids:
+            wanted[self._bucket(message_id)].add(message_id)
+        found: dict[str, list[int]] = defaultdict(list)
+        for bucket, group in wanted.items():
+            try:
+                text = (self.dir / bucket).read_text(encoding="ascii")
+            except FileNotFoundError:
+                continue
+            for line in text.split("\n"):
+                seq, _, encoded = line.partition("\t")
+                try:
+                    message_id = json.loads(encoded)
+                    if message_id in group and (upto is None or int(seq) <= upto):
+                        found[message_id].append(int(seq))
+                except ValueError:
+                    continue  # empty, or torn by a crash: the catch-up adds it again
+        return dict(found)
+
     def add(self, entries: Iterable[tuple[int, str | None]]) -> None:
         by_bucket: dict[str, list[str]] = defaultdict(list)
         for seq, message_id in entries:

@@ -183,6 +183,15 @@ class LineFile:
             fsync_dir(self.path.parent)
         return start
 
+    def truncate(self, size: int) -> None:
+        """Cut the file back to ``size`` bytes and fsync (undo an append whose state could not be saved)."""
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     # -- reading ---------------------------------------------------------------------------
     def _lines(self, offset: int) -> Iterator[tuple[int, bytes]]:
         """(offset, line) for each complete line from ``offset``; a partial last line is ignored."""

@@ -1,8 +1,8 @@
 """Session management of the file store: list, retitle, delete, expire, fork, export and import.
 
-A deleted session moves to a ``.trash-*`` directory in one rename, then is
-removed; an import is built in a ``.import-*`` directory and renamed into
-place. Either way other processes see the whole session or none of it.
+A deleted session moves to the store's ``.trash`` directory in one rename,
+then is removed; an import is built in a ``.import-*`` directory and renamed
+into place. Either way other processes see the whole session or none of it.
 """
 
 from __future__ import annotations
@@ -38,9 +38,7 @@ class FileSessions(FilesBase):
     """Session management over :class:`FilesBase`."""
 
     def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        found = [
-            m.caught_up(self._lines(m.id))[0].info() for m in self._all() if m.user_id == user_id and not m.deleted
-        ]
+        found = [m.caught_up(self._lines(user_id, m.id))[0].info() for m in self._all(user_id) if not m.deleted]
         found.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
         return found[:limit]
 
@@ -60,45 +58,46 @@ class FileSessions(FilesBase):
                 updated_at=now(),
                 metadata=meta.metadata if metadata is None else json_object(metadata),
             )
-            write_meta(self._dir(meta.id) / META, meta)
+            write_meta(self._dir(user_id, meta.id) / META, meta)
             return meta.info()
 
     @guarded
     def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
-        self._remove(self._resolve(session_id, user_id))
+        self._remove(user_id, self._resolve(session_id, user_id))
 
-    def _remove(self, session_id: str) -> None:
-        with self._locked(session_id):
-            meta = self._meta(session_id)
+    def _remove(self, user_id: str | None, session_id: str) -> None:
+        directory = self._dir(user_id, session_id)
+        with self._locked(user_id, session_id):
+            meta = self._meta(user_id, session_id)
             if meta is None:
                 return
-            children = [m.fork_seq or 0 for m in self._all() if m.parent_id == session_id]
+            children = [m.fork_seq or 0 for m in self._all(user_id) if m.parent_id == session_id]
             if children:
                 # Forks still read this history: hide the session and keep only the rows they share.
-                lines = self._lines(session_id)
+                lines = self._lines(user_id, session_id)
                 lines.rewrite(upto=max(children))
-                indexed = IdIndex(self._dir(session_id)).rebuild(lines)
-                write_meta(self._dir(session_id) / META, replace(meta, deleted=True, indexed=indexed).recounted(lines))
+                indexed = IdIndex(directory).rebuild(lines)
+                write_meta(directory / META, replace(meta, deleted=True, indexed=indexed).recounted(lines))
                 return
-            trash = self._sessions / f".trash-{session_id}-{os.urandom(4).hex()}"
-            os.rename(self._dir(session_id), trash)  # atomic: the session is gone at once
-            fsync_dir(self._sessions)
+            trash = self._trash / os.urandom(8).hex()
+            os.rename(directory, trash)  # atomic: the session is gone at once
+            fsync_dir(directory.parent)
         shutil.rmtree(trash, ignore_errors=True)
         if meta.parent_id is not None:
-            parent = self._meta(meta.parent_id)
+            parent = self._meta(user_id, meta.parent_id)
             if parent is not None and parent.deleted:
-                self._remove(parent.id)
+                self._remove(user_id, parent.id)
 
     @guarded
     def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
         cutoff = now() - older_than
         doomed = sorted(
             m.id
-            for m in self._all()
-            if m.user_id == user_id and not m.deleted and m.caught_up(self._lines(m.id))[0].updated_at < cutoff
+            for m in self._all(user_id)
+            if not m.deleted and m.caught_up(self._lines(user_id, m.id))[0].updated_at < cutoff
         )
         for session_id in doomed:
-            self._remove(session_id)
+            self._remove(user_id, session_id)
         return doomed
 
     @guarded
@@ -132,25 +131,25 @@ class FileSessions(FilesBase):
                 state=fork_state(source.state, at_seq, messages=count),
             )
             # Hold the parent's lock (fork before ancestor) so it cannot be removed meanwhile.
-            with self._locked(parent.id) if parent.id != source.id else nullcontext():
-                self._index_shared(parent.id)
-                self._dir(fork.id).mkdir()
-                write_meta(self._dir(fork.id) / META, fork)
+            with self._locked(user_id, parent.id) if parent.id != source.id else nullcontext():
+                self._index_shared(user_id, parent.id)
+                self._dir(user_id, fork.id).mkdir()
+                write_meta(self._dir(user_id, fork.id) / META, fork)
             return fork.info()
 
-    def _index_shared(self, session_id: str) -> None:
+    def _index_shared(self, user_id: str | None, session_id: str) -> None:
         """Complete the id index of a session whose rows a new fork will share (its lock is held).
 
         The shared rows never change again, but a crash may have left their ids
         unindexed, and a hidden parent never appends again to catch up.
         """
-        meta = self._meta(session_id)
+        meta = self._meta(user_id, session_id)
         if meta is not None:
-            lines = self._lines(session_id)
+            lines = self._lines(user_id, session_id)
             current = meta.caught_up(lines)[0]
             indexed = self._indexed(current, lines)
             if indexed.indexed != meta.indexed:
-                write_meta(self._dir(session_id) / META, indexed)
+                write_meta(self._dir(user_id, session_id) / META, indexed)
 
     # -- export / import -------------------------------------------------------------------
     @guarded
@@ -162,11 +161,12 @@ class FileSessions(FilesBase):
     @guarded
     def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
         parsed = parse_export(data)
-        target = self._dir(parsed.id)
-        if target.exists():
+        target = self._dir(user_id, parsed.id, creating=True)
+        if target.exists():  # the user's own session of that id
             raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported")
         # Build the session aside and rename it into place: an import is visible whole or not at all.
-        staging = self._sessions / f".import-{os.urandom(6).hex()}"
+        target.parent.mkdir(exist_ok=True)
+        staging = target.parent / f".import-{os.urandom(6).hex()}"
         staging.mkdir()
         try:
             lines = LineFile(staging / MESSAGES)
@@ -188,7 +188,7 @@ class FileSessions(FilesBase):
                 os.rename(staging, target)
             except OSError:
                 raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported") from None
-            fsync_dir(self._sessions)
+            fsync_dir(target.parent)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return parsed.info(user_id)

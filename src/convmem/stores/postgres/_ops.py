@@ -9,10 +9,13 @@ alone or in one transaction, and whether it is safe to start it again when
 the connection is lost midway. Flows that must tell "my own earlier attempt
 committed" from "a real conflict" receive ``retried=True`` on a repeat:
 
-* ``append`` is idempotent by message id: if every id of the batch is
-  already stored in this session, in order, the earlier attempt committed
-  and its seqs are returned; otherwise the duplicate is the caller's.
+* ``append`` is idempotent by message id for every caller (see
+  :mod:`convmem.stores.base`); a retry also recognises its own committed
+  attempt although the session has moved past the seq it expected.
 * ``save_state`` compares the stored state with the one it wrote.
+
+Session ids are scoped by user: the ``sessions`` table is keyed by
+:func:`convmem.stores._writes.scoped`, and :class:`Row` gives the session id back.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
 
-from ...errors import ConflictError, InvalidMessageError, SessionNotFoundError
+from ...errors import SessionNotFoundError, StoreError
 from ...messages import Message
 from .._common import (
     Segment,
@@ -32,6 +35,7 @@ from .._common import (
     pick,
     segments,
 )
+from .._writes import check_expected, replayed, scoped, state_for_write, unscoped
 from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
 from ..codec import decode_message, decode_state, dumps, encode_message, encode_state
 from ..codec import loads as json_loads
@@ -41,6 +45,7 @@ T = TypeVar("T")
 Rows: TypeAlias = list[tuple[Any, ...]]
 Mode: TypeAlias = Literal["statement", "transaction", "snapshot"]
 PAGE = 500  # rows per query when streaming a history
+RACES = 10  # an append that finds nothing to explain why it wrote nothing tries again this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +96,14 @@ class Row(NamedTuple):
     version: int
     deleted: bool
 
+    @property
+    def name(self) -> str:
+        """The session id (``id`` is the scoped key)."""
+        return unscoped(self.id)
+
     def info(self) -> SessionInfo:
         return SessionInfo(
-            self.id,
+            self.name,
             self.user_id,
             self.title,
             self.model,
@@ -102,7 +112,7 @@ class Row(NamedTuple):
             self.updated_at.astimezone(timezone.utc),
             self.base_count + self.message_count,
             self.base_tokens + self.tokens,
-            self.parent_id,
+            None if self.parent_id is None else unscoped(self.parent_id),
             self.fork_seq,
         )
 
@@ -161,10 +171,10 @@ def resolve(session_id: str, user_id: str | None, *, lock: bool = False) -> Flow
     """The user's live session named by ``session_id`` or a unique prefix of it."""
     key = user_key(user_id)
     query = sql.SELECT_OWN_LOCKED if lock else sql.SELECT_OWN
-    rows = yield Query(query, (session_id, key))
+    rows = yield Query(query, (scoped(user_id, session_id), key))
     if not rows:
-        ids = yield Query(sql.SELECT_BY_PREFIX, (key, _like_prefix(session_id)))
-        rows = yield Query(query, (pick(session_id, [i for (i,) in ids]), key))
+        keys = yield Query(sql.SELECT_BY_PREFIX, (key, _like_prefix(scoped(user_id, session_id))))
+        rows = yield Query(query, (scoped(user_id, pick(session_id, [unscoped(k) for (k,) in keys])), key))
         if not rows:
             raise SessionNotFoundError(session_id)  # deleted between the two reads
     return Row(*rows[0])
@@ -183,42 +193,71 @@ def history(row: Row) -> Flow[list[Segment]]:
 
 # -- messages -------------------------------------------------------------------------------------
 def append(
-    session_id: str, messages: Sequence[tuple[Message, int]], user_id: str | None, model: str | None
+    session_id: str,
+    messages: Sequence[tuple[Message, int]],
+    user_id: str | None,
+    model: str | None,
+    expected_seq: int | None = None,
+    expected_version: int | None = None,
+    state: SessionState | None = None,
 ) -> Op[list[int]]:
-    """One statement: reserve seqs on the counter row and insert the batch (see ``_pg_sql.APPEND``)."""
+    """One statement: check the writer's view, reserve seqs, insert the batch and its state (``_sql.APPEND``)."""
     columns = message_columns(messages)
+    saved = state_for_write(state, expected_version)
+    key = scoped(user_id, session_id)
     params = {
-        "session": session_id,
+        "session": key,
         "user": user_id,
         "model": model,
         "now": now(),
         "n": len(messages),
         "tokens": sum(t for _, t in messages),
-        "state": dumps(encode_state(SessionState())),
+        "state": None if saved is None else dumps(encode_state(saved)),
+        "empty": dumps(encode_state(SessionState())),
+        "created_version": 0 if saved is None else saved.version,
+        "may_create": not expected_seq and not expected_version,
+        "expected_seq": expected_seq,
+        "expected_version": expected_version,
         **dict(zip(("ids", "roles", "payloads", "each"), columns, strict=True)),
     }
     ids: list[str] = columns[0]
 
     def flow(retried: bool) -> Flow[list[int]]:
-        while True:
+        for _ in range(RACES):
             try:
-                rows = yield Query(sql.APPEND, params)
+                rows = yield Query(sql.APPEND if params["may_create"] else sql.APPEND_EXISTING, params)
             except UniqueViolation:
-                owners = {i: (s, seq) for i, s, seq in (yield Query(sql.OWNERS, (ids,)))}
-                if not owners:
-                    continue  # the other message was deleted meanwhile: try again
-                mine = [owners.get(i) for i in ids]
-                if retried and all(o is not None and o[0] == session_id for o in mine):
-                    seqs = [o[1] for o in mine if o is not None]
-                    if seqs == list(range(seqs[0], seqs[0] + len(seqs))):
-                        return seqs  # our own earlier attempt committed before the connection was lost
-                index = next(n for n, i in enumerate(ids) if i in owners)
-                raise InvalidMessageError(f"duplicate message id {ids[index]!r}", field="id", index=index) from None
-            if not rows:
-                raise SessionNotFoundError(session_id)  # never reveal, nor write into, another user's session
-            return sorted(seq for (seq,) in rows)
+                rows = []  # an id stored already in the session: see below why
+            if rows:
+                return sorted(seq for (seq,) in rows)
+            # Nothing written: the view is out of date, the session is gone or hidden, or the ids are stored.
+            found = yield Query(sql.SELECT_SESSION, (key,))
+            if not found:
+                check_expected(session_id, None, expected_seq, expected_version)
+                continue  # created and deleted meanwhile: try again
+            row = Row(*found[0])
+            if row.deleted:
+                raise SessionNotFoundError(session_id)  # hidden while its forks live; its id stays taken
+            segs = yield from history(row)
+            stored_rows = yield Query(sql.STORED_IDS, (*spans(segs, 0, row.next_seq - 1), ids))
+            held = {i: StoredMessage(seq, *decoded(payload, tokens)) for i, seq, payload, tokens in stored_rows}
+            mine = [held[i].seq for i in ids if i in held]
+            if retried and len(mine) == len(ids):
+                start = mine[0] if expected_seq is None else expected_seq
+                if mine == list(range(start, start + len(ids))):
+                    return mine  # our own earlier attempt committed before the connection was lost
+            check_expected(session_id, (row.next_seq, row.version), expected_seq, expected_version)
+            again = replayed(session_id, messages, held)
+            if again is not None:
+                return again
+            # Nothing explains it (a concurrent delete of the stored rows, a race): try again.
+        raise StoreError(f"append to session {session_id!r} kept racing with concurrent deletes; nothing was written")
 
     return Op(f"append to session {session_id!r}", flow)
+
+
+def decoded(payload: str, tokens: int) -> tuple[Message, int]:
+    return decode_message(json_loads(payload)), tokens
 
 
 def load(session_id: str, user_id: str | None, unfolded_limit: int) -> Op[LoadedSession]:
@@ -246,7 +285,7 @@ def load(session_id: str, user_id: str | None, unfolded_limit: int) -> Op[Loaded
         parts: tuple[list[StoredMessage], ...] = ([], [], [])
         for kind, seq, payload, tokens in sorted(rows, key=lambda r: (r[0], r[1])):
             parts[kind].append(stored(seq, payload, tokens))
-        return LoadedSession(row.info(), state, parts[0], parts[1], parts[2])
+        return LoadedSession(row.info(), state, parts[0], parts[1], parts[2], row.next_seq)
 
     return Op(f"load session {session_id!r}", flow)
 
@@ -276,25 +315,31 @@ def save_state(session_id: str, state: SessionState, expected_version: int, user
     key = user_key(user_id)
 
     def flow(retried: bool) -> Flow[SessionState]:
-        if (yield Query(sql.SAVE_STATE, (encoded, now(), session_id, key, expected_version))):
+        exact = scoped(user_id, session_id)
+        if (yield Query(sql.SAVE_STATE, (encoded, now(), exact, key, expected_version))):
             return saved
         row = yield from resolve(session_id, user_id)
-        if row.id != session_id and (yield Query(sql.SAVE_STATE, (encoded, now(), row.id, key, expected_version))):
+        if row.id != exact and (yield Query(sql.SAVE_STATE, (encoded, now(), row.id, key, expected_version))):
             return saved  # it was a prefix
-        row = yield from resolve(row.id, user_id)
+        row = yield from resolve(row.name, user_id)
         if retried and row.version == expected_version + 1 and row.state == encoded:
             return saved  # our own earlier attempt committed before the connection was lost
-        raise ConflictError(f"session {row.id!r} state is at version {row.version}, expected {expected_version}")
+        check_expected(row.name, (row.next_seq, row.version), None, expected_version)
+        raise SessionNotFoundError(session_id)  # the version matched but the row did not: deleted meanwhile
 
     return Op(f"save the state of session {session_id!r}", flow)
 
 
-def delete_messages(session_id: str, seqs: Sequence[int], user_id: str | None) -> Op[None]:
+def delete_messages(
+    session_id: str, seqs: Sequence[int], user_id: str | None, expected_seq: int | None = None
+) -> Op[None]:
     doomed = sorted(set(seqs))
 
     def flow(retried: bool) -> Flow[None]:
         row = yield from resolve(session_id, user_id, lock=True)
-        check_deletable(row.id, set(doomed), row.fork_seq, (yield Query(sql.CHILDREN, (row.id,))))
+        check_expected(row.name, (row.next_seq, row.version), expected_seq, None)
+        forks = [(unscoped(child), at) for child, at in (yield Query(sql.CHILDREN, (row.id,)))]
+        check_deletable(row.name, set(doomed), row.fork_seq, forks)
         gone = yield Query(sql.DELETE_MESSAGES, (row.id, doomed))
         yield Query(sql.AFTER_DELETE, (len(gone), sum(t for (t,) in gone), now(), row.id))
 

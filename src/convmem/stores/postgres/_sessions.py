@@ -14,6 +14,7 @@ from typing import Any
 
 from ...errors import StoreError
 from .._common import export_header, export_line, fork_state, json_object, new_session_id, now, parse_export, segments
+from .._writes import scoped, unscoped
 from ..base import SessionInfo
 from ..codec import dumps, encode_state
 from . import _sql as sql
@@ -88,11 +89,11 @@ def expire(older_than: timedelta, user_id: str | None) -> Op[list[str]]:
 
     def flow(retried: bool) -> Flow[list[str]]:
         doomed = [i for (i,) in (yield Query(sql.EXPIRED, (user_key(user_id), cutoff)))]
-        for session_id in doomed:
-            rows = yield Query(sql.SELECT_SESSION, (session_id,))
+        for key in doomed:
+            rows = yield Query(sql.SELECT_SESSION, (key,))
             if rows and not Row(*rows[0]).deleted:  # a tombstoned parent may have gone with its last fork
                 yield from remove(Row(*rows[0]))
-        return doomed
+        return [unscoped(key) for key in doomed]
 
     return Op("expire sessions", flow, "transaction", retry=False)
 
@@ -102,7 +103,7 @@ def fork(session_id: str, at_seq: int, user_id: str | None) -> Op[SessionInfo]:
         source = yield from resolve(session_id, user_id, lock=True)
         if not 0 <= at_seq < source.next_seq:
             raise StoreError(
-                f"cannot fork session {source.id!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
+                f"cannot fork session {source.name!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
             )
         ancestors = yield from chain(source)
         [(count, tokens)] = yield Query(sql.COUNT_RANGE, spans(segments([(i, f) for i, f, _ in ancestors]), 0, at_seq))
@@ -110,7 +111,7 @@ def fork(session_id: str, at_seq: int, user_id: str | None) -> Op[SessionInfo]:
         while ancestors[home][2] is not None and ancestors[home][1] is not None and at_seq <= ancestors[home][1]:
             home += 1
         state = fork_state(source.session_state(), at_seq, messages=count)
-        fork_id, stamp = new_session_id(), now()
+        fork_id, stamp = scoped(user_id, new_session_id()), now()
         yield Query(
             sql.INSERT_SESSION,
             new_session(
@@ -149,19 +150,15 @@ def import_jsonl(data: bytes | str, user_id: str | None) -> Op[SessionInfo]:
     parsed = parse_export(data)
     batch = [(r.message, r.tokens) for r in parsed.rows]
 
+    key = scoped(user_id, parsed.id)
+
     def flow(retried: bool) -> Flow[SessionInfo]:
-        if (yield Query(sql.SELECT_SESSION, (parsed.id,))):
+        if (yield Query(sql.SELECT_SESSION, (key,))):  # the user's own session of that id
             raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported")
-        taken = {i for i, _, _ in (yield Query(sql.OWNERS, ([m.id for m, _ in batch],)))}
-        for number, (message, _) in enumerate(batch, start=2):
-            if message.id in taken:
-                raise StoreError(
-                    f"import: line {number}: message id {message.id!r} already exists; nothing was imported"
-                )
         yield Query(
             sql.INSERT_SESSION,
             new_session(
-                parsed.id,
+                key,
                 user_id,
                 parsed.created_at,
                 parsed.updated_at,
@@ -176,7 +173,7 @@ def import_jsonl(data: bytes | str, user_id: str | None) -> Op[SessionInfo]:
             ),
         )
         if batch:
-            yield Query(sql.INSERT_MESSAGES, (parsed.id, [r.seq for r in parsed.rows], *message_columns(batch)))
+            yield Query(sql.INSERT_MESSAGES, (key, [r.seq for r in parsed.rows], *message_columns(batch)))
         return parsed.info(user_id)
 
     return Op(f"import session {parsed.id!r}", flow, "transaction", retry=False)

@@ -126,6 +126,33 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
     ),
 ]
 
+# The SQL form of convmem.stores._writes.scoped: a user's session id as a key of the sessions table.
+_SCOPED = "CASE WHEN {user} IS NULL THEN '-:' ELSE length({user}) || '=' || {user} || ':' END || {id}"
+MIGRATIONS.append(
+    (
+        # Session ids become scoped by user (two users may both have a session "chat", and neither can
+        # learn of the other's), and message ids unique per session instead of per database.
+        "0003_sessions_scoped_by_user",
+        (
+            "ALTER TABLE messages DROP CONSTRAINT messages_session_id_fkey",
+            "ALTER TABLE sessions DROP CONSTRAINT sessions_parent_id_fkey",
+            "UPDATE messages m SET session_id = "
+            + _SCOPED.format(user="s.user_id", id="m.session_id")
+            + " FROM sessions s WHERE s.id = m.session_id",
+            "UPDATE sessions SET parent_id = "
+            + _SCOPED.format(user="user_id", id="parent_id")
+            + " WHERE parent_id IS NOT NULL",
+            "UPDATE sessions SET id = " + _SCOPED.format(user="user_id", id="id"),
+            "ALTER TABLE messages ADD CONSTRAINT messages_session_id_fkey FOREIGN KEY (session_id) "
+            "REFERENCES sessions (id)",
+            "ALTER TABLE sessions ADD CONSTRAINT sessions_parent_id_fkey FOREIGN KEY (parent_id) "
+            "REFERENCES sessions (id)",
+            "ALTER TABLE messages DROP CONSTRAINT messages_id_key",
+            "CREATE UNIQUE INDEX messages_ids ON messages (session_id, id)",
+        ),
+    )
+)
+
 ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('convmem.migrate:' || %s))"
 SCHEMA_TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
 APPLIED = "SELECT name FROM schema_migrations ORDER BY applied_order"
@@ -181,33 +208,69 @@ TOMBSTONE = "UPDATE sessions SET deleted = true WHERE id = %s"
 DELETE_SESSION = "DELETE FROM sessions WHERE id = %s"
 CHILDREN = "SELECT id, fork_seq FROM sessions WHERE parent_id = %s"
 
-# One statement per append: bump the counter row (creating the session on its first message) and insert
-# the batch at the seqs it reserved. The row lock taken by ON CONFLICT DO UPDATE orders concurrent appends
-# to one session; if the insert fails (a duplicate id), the bump rolls back with it, so no seq is skipped.
-# No row back means the session belongs to another user or is deleted.
-APPEND = """
-    WITH s AS (
-        INSERT INTO sessions AS s (id, user_id, model, created_at, updated_at, next_seq, message_count, tokens, state)
-        VALUES (%(session)s, %(user)s, %(model)s, %(now)s, %(now)s, %(n)s, %(n)s, %(tokens)s, %(state)s)
-        ON CONFLICT (id) DO UPDATE SET
-            next_seq = s.next_seq + excluded.next_seq,
-            message_count = s.message_count + excluded.message_count,
-            tokens = s.tokens + excluded.tokens,
-            updated_at = excluded.updated_at
-        WHERE s.user_id IS NOT DISTINCT FROM excluded.user_id AND NOT s.deleted
-        RETURNING s.next_seq
-    )
+# One statement per append: bump the counter row (creating the session on its first message, if the writer
+# expects none) and insert the batch at the seqs it reserved, with the state it implies, if any. The row lock
+# taken by ON CONFLICT DO UPDATE orders concurrent appends to one session; if the insert fails (an id stored
+# already in the session), the bump rolls back with it, so no seq is skipped. No row back means the writer's
+# view is out of date, the session is hidden or gone, or an id is one of the history a fork shares: the flow
+# reads why (convmem.stores.postgres._ops.append).
+_ANCESTORS = """
+    WITH RECURSIVE ancestors AS (
+        SELECT parent_id AS sid, fork_seq AS cap FROM sessions WHERE id = %(session)s AND parent_id IS NOT NULL
+        UNION ALL
+        SELECT p.parent_id, least(a.cap, p.fork_seq) FROM sessions p JOIN ancestors a ON p.id = a.sid
+        WHERE p.parent_id IS NOT NULL
+    ),
+    shared AS (
+        SELECT 1 FROM ancestors a JOIN messages m ON m.session_id = a.sid AND m.seq <= a.cap
+        WHERE m.id = ANY(%(ids)s::text[]) LIMIT 1
+    ),
+"""
+_CHECKED = """
+    NOT s.deleted
+    AND (%(expected_seq)s::bigint IS NULL OR s.next_seq = %(expected_seq)s::bigint)
+    AND (%(expected_version)s::bigint IS NULL OR s.version = %(expected_version)s::bigint)
+    AND NOT EXISTS (SELECT 1 FROM shared)
+"""
+_COUNTED = """
+    next_seq = s.next_seq + %(n)s,
+    message_count = s.message_count + %(n)s,
+    tokens = s.tokens + %(tokens)s,
+    updated_at = %(now)s,
+    state = coalesce(%(state)s::text, s.state),
+    version = CASE WHEN %(state)s::text IS NULL THEN s.version ELSE s.version + 1 END
+"""
+_INSERT_BATCH = """
     INSERT INTO messages (session_id, seq, id, role, payload, tokens)
     SELECT %(session)s, s.next_seq - %(n)s + m.ord - 1, m.id, m.role, m.payload, m.tokens
     FROM s, unnest(%(ids)s::text[], %(roles)s::text[], %(payloads)s::text[], %(each)s::bigint[])
         WITH ORDINALITY AS m (id, role, payload, tokens, ord)
     RETURNING seq
 """
+# A writer that may create the session (it expects no messages yet).
+APPEND = f"""{_ANCESTORS}
+    s AS (
+        INSERT INTO sessions AS s (id, user_id, model, created_at, updated_at, next_seq, message_count, tokens,
+                                   state, version)
+        VALUES (%(session)s, %(user)s, %(model)s, %(now)s, %(now)s, %(n)s, %(n)s, %(tokens)s,
+                coalesce(%(state)s::text, %(empty)s), %(created_version)s)
+        ON CONFLICT (id) DO UPDATE SET {_COUNTED}
+        WHERE {_CHECKED}
+        RETURNING s.next_seq
+    )
+{_INSERT_BATCH}"""
+# A writer that holds messages of the session: it never creates it (a vanished session is lost, not reborn).
+APPEND_EXISTING = f"""{_ANCESTORS}
+    s AS (
+        UPDATE sessions AS s SET {_COUNTED}
+        WHERE s.id = %(session)s AND {_CHECKED}
+        RETURNING s.next_seq
+    )
+{_INSERT_BATCH}"""
 INSERT_MESSAGES = """
     INSERT INTO messages (session_id, seq, id, role, payload, tokens)
     SELECT %s, m.* FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::bigint[]) AS m
 """
-OWNERS = "SELECT id, session_id, seq FROM messages WHERE id = ANY(%s)"
 
 # Row reads take a session's segments (where each part of a fork's history lives) as three arrays.
 _SEGMENTS = (
@@ -224,6 +287,8 @@ LOAD = f"""
     (SELECT 2, m.seq, m.payload, m.tokens {_SEGMENTS} WHERE NOT {_PINNED} ORDER BY m.seq DESC LIMIT %s)
 """
 RANGE_PAGE = f"SELECT m.seq, m.payload, m.tokens {_SEGMENTS} ORDER BY m.seq LIMIT %s"
+# The rows of a session's history (its segments) that hold any of the given message ids.
+STORED_IDS = f"SELECT m.id, m.seq, m.payload, m.tokens {_SEGMENTS} WHERE m.id = ANY(%s)"
 COUNT_RANGE = f"SELECT count(*), coalesce(sum(m.tokens), 0) {_SEGMENTS}"
 DELETE_MESSAGES = "DELETE FROM messages WHERE session_id = %s AND seq = ANY(%s) RETURNING tokens"
 DELETE_AFTER = "DELETE FROM messages WHERE session_id = %s AND seq > %s RETURNING tokens"

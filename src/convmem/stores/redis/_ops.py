@@ -10,7 +10,9 @@ rows disagree with the state read beside them.
 
 Flows started again after a lost connection get ``retried=True``; the
 append and save-state scripts then recognise their own earlier, committed
-attempt (see :mod:`convmem.stores.redis._lua`).
+attempt (see :mod:`convmem.stores.redis._lua`). Session keys are scoped by
+user (:func:`convmem.stores._writes.scoped`); :class:`Session` gives the
+session id back.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, TypeAlias, TypeVar
 
-from ...errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
+from ...errors import SessionNotFoundError, StoreError
 from ...messages import PINNED_ROLES, Message
 from .._common import Segment, check_deletable, json_object, now, pick, segments
+from .._writes import check_expected, lost, replayed, scoped, state_for_write, unscoped
 from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
 from ..codec import decode_datetime, decode_message, decode_state, dumps, encode_datetime, encode_message, encode_state
 from ..codec import loads as json_loads
@@ -102,10 +105,14 @@ def stamp() -> tuple[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    """A session hash, decoded."""
+    """A session hash, decoded; ``id`` is its scoped key, ``name`` the session id."""
 
     id: str
     fields: dict[bytes, bytes]
+
+    @property
+    def name(self) -> str:
+        return unscoped(self.id)
 
     def _int(self, name: str) -> int:
         return int(self.fields.get(name.encode(), b"0"))
@@ -126,8 +133,9 @@ class Session:
     def info(self) -> SessionInfo:
         f = self.fields
         user = f[b"user"].decode()
+        parent = self.parent_id
         return SessionInfo(
-            self.id,
+            self.name,
             None if user == "-" else user[1:],
             _text(f.get(b"title")),
             _text(f.get(b"model")),
@@ -136,7 +144,7 @@ class Session:
             decode_datetime(f[b"updated"].decode()),
             self._int("base_count") + self._int("count"),
             self._int("base_tokens") + self._int("tokens"),
-            self.parent_id,
+            None if parent is None else unscoped(parent),
             self.fork_seq,
         )
 
@@ -165,14 +173,15 @@ def row(raw: bytes) -> StoredMessage:
 def resolve(keys: Keys, session_id: str, user_id: str | None) -> Flow[Session]:
     """The user's live session named by ``session_id`` or a unique prefix of it."""
     ukey = user_key(user_id)
-    found = pairs((yield Cmd(("HGETALL", keys("s", session_id)))))
+    exact = scoped(user_id, session_id)
+    found = pairs((yield Cmd(("HGETALL", keys("s", exact)))))
     if found.get(b"user") == ukey.encode() and found.get(b"deleted") != b"1":
-        return Session(session_id, found)
-    low = session_id.encode()
+        return Session(exact, found)
+    low = exact.encode()
     ids = yield Cmd(("ZRANGEBYLEX", keys("l", ukey), b"[" + low, b"(" + low + b"\xff", "LIMIT", 0, 50))
     flags = yield Pipe([("HMGET", keys("s", i.decode()), "user", "deleted") for i in ids], atomic=False)
-    live = [i.decode() for i, (u, d) in zip(ids, flags, strict=True) if u == ukey.encode() and d != b"1"]
-    chosen = pick(session_id, live)
+    live = [unscoped(i.decode()) for i, (u, d) in zip(ids, flags, strict=True) if u == ukey.encode() and d != b"1"]
+    chosen = scoped(user_id, pick(session_id, live))
     found = pairs((yield Cmd(("HGETALL", keys("s", chosen)))))
     if found.get(b"user") != ukey.encode() or found.get(b"deleted") == b"1":
         raise SessionNotFoundError(session_id)  # deleted between the two reads
@@ -212,23 +221,40 @@ def merged(replies: Sequence[Sequence[bytes]]) -> list[StoredMessage]:
 
 # -- messages -------------------------------------------------------------------------------------
 def append(
-    keys: Keys, session_id: str, messages: Sequence[tuple[Message, int]], user_id: str | None, model: str | None
+    keys: Keys,
+    session_id: str,
+    messages: Sequence[tuple[Message, int]],
+    user_id: str | None,
+    model: str | None,
+    expected_seq: int | None = None,
+    expected_version: int | None = None,
+    state: SessionState | None = None,
 ) -> Op[list[int]]:
+    saved = state_for_write(state, expected_version)
     rows: list[Any] = []
     for message, tokens in messages:
         rows += [message.id or "", int(message.role in PINNED_ROLES), tokens, member(message, tokens)]
     empty = dumps(encode_state(SessionState()))
+    view = ("" if expected_seq is None else expected_seq, "" if expected_version is None else expected_version)
+    encoded = "" if saved is None else dumps(encode_state(saved))
+    key = scoped(user_id, session_id)
 
     def flow(retried: bool) -> Flow[list[int]]:
         text, score = stamp()
-        args = (session_id, user_key(user_id), text, score, int(retried), optional(model), empty, len(messages), *rows)
-        reply = yield keys.script("append", *args)
+        args = (key, user_key(user_id), text, score, int(retried), optional(model), empty, len(messages))
+        reply = yield keys.script("append", *args, *view, encoded, *rows)
         tag = reply[0]
+        if tag == b"lost":
+            raise lost(session_id, expected_seq or 0)
         if tag == b"notfound":
-            raise SessionNotFoundError(session_id)  # never reveal, nor write into, another user's session
-        if tag == b"dup":
-            index = int(reply[1])
-            raise InvalidMessageError(f"duplicate message id {messages[index][0].id!r}", field="id", index=index)
+            raise SessionNotFoundError(session_id)  # hidden while its forks live; its id stays taken
+        if tag == b"stale":
+            check_expected(session_id, (int(reply[1]), int(reply[2])), expected_seq, expected_version)
+        if tag == b"held":
+            held = {messages[int(i)][0].id or "": row(raw) for i, raw in zip(reply[1::2], reply[2::2], strict=True)}
+            again = replayed(session_id, messages, held)
+            assert again is not None
+            return again
         start = int(reply[1])
         return list(range(start, start + len(messages)))
 
@@ -259,6 +285,7 @@ def load(keys: Keys, session_id: str, user_id: str | None, unfolded_limit: int) 
             merged(replies[: len(pinned)]),
             merged(replies[len(pinned) : len(pinned) + len(window)]),
             unfolded[::-1],
+            session.next_seq,
         )
 
     return Op(f"load session {session_id!r}", flow)
@@ -289,13 +316,13 @@ def save_state(
     ukey = user_key(user_id)
 
     def flow(retried: bool) -> Flow[SessionState]:
-        target = session_id
+        target = scoped(user_id, session_id)
         reply = yield keys.script("save_state", target, ukey, *stamp(), expected_version, encoded, int(retried))
         if reply[0] == b"notfound":
             target = (yield from resolve(keys, session_id, user_id)).id  # a prefix, or not found
             reply = yield keys.script("save_state", target, ukey, *stamp(), expected_version, encoded, int(retried))
         if reply[0] == b"conflict":
-            raise ConflictError(f"session {target!r} state is at version {int(reply[1])}, expected {expected_version}")
+            check_expected(unscoped(target), (0, int(reply[1])), None, expected_version)
         if reply[0] != b"ok":
             raise SessionNotFoundError(session_id)
         return saved
@@ -303,19 +330,24 @@ def save_state(
     return Op(f"save the state of session {session_id!r}", flow)
 
 
-def delete_messages(keys: Keys, session_id: str, seqs: Sequence[int], user_id: str | None) -> Op[None]:
+def delete_messages(
+    keys: Keys, session_id: str, seqs: Sequence[int], user_id: str | None, expected_seq: int | None = None
+) -> Op[None]:
     doomed = sorted(set(seqs))
+    expected = "" if expected_seq is None else expected_seq
 
     def flow(retried: bool) -> Flow[None]:
         session = yield from resolve(keys, session_id, user_id)
-        reply = yield keys.script("delete_messages", session.id, user_key(user_id), *stamp(), *doomed)
+        reply = yield keys.script("delete_messages", session.id, user_key(user_id), *stamp(), expected, *doomed)
         if reply[0] == b"notfound":
             raise SessionNotFoundError(session_id)
+        if reply[0] == b"stale":
+            check_expected(session.name, (int(reply[1]), int(reply[2])), expected_seq, None)
         if reply[0] == b"refused":
             fork_seq = int(reply[1]) if reply[1] else None
-            forks = [(c.decode(), int(at)) for c, at in zip(reply[2::2], reply[3::2], strict=True)]
-            check_deletable(session.id, set(doomed), fork_seq, forks)
-            raise StoreError(f"session {session.id!r}: messages shared with a fork cannot be deleted")
+            forks = [(unscoped(c.decode()), int(at)) for c, at in zip(reply[2::2], reply[3::2], strict=True)]
+            check_deletable(session.name, set(doomed), fork_seq, forks)
+            raise StoreError(f"session {session.name!r}: messages shared with a fork cannot be deleted")
 
     return Op(f"delete messages of session {session_id!r}", flow)
 

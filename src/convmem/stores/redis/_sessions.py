@@ -16,6 +16,7 @@ from typing import Any
 from ...errors import SessionNotFoundError, StoreError
 from ...messages import PINNED_ROLES
 from .._common import export_header, export_line, fork_state, json_object, new_session_id, now, parse_export, segments
+from .._writes import scoped, unscoped
 from ..base import SessionInfo
 from ..codec import dumps, encode_datetime, encode_state
 from ._ops import (
@@ -67,7 +68,7 @@ def expire(keys: Keys, older_than: timedelta, user_id: str | None) -> Op[list[st
     cutoff = score(now() - older_than)
 
     def flow(retried: bool) -> Flow[list[str]]:
-        return sorted(i.decode() for i in (yield keys.script("expire", user_key(user_id), cutoff)))
+        return sorted(unscoped(i.decode()) for i in (yield keys.script("expire", user_key(user_id), cutoff)))
 
     return Op("expire sessions", flow, retry=False)
 
@@ -79,7 +80,7 @@ def fork(keys: Keys, session_id: str, at_seq: int, user_id: str | None) -> Op[Se
         source = yield from resolve(keys, session_id, user_id)
         if not 0 <= at_seq < source.next_seq:
             raise StoreError(
-                f"cannot fork session {source.id!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
+                f"cannot fork session {source.name!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
             )
         ancestors = yield from chain(keys, source)
         spans = [
@@ -91,15 +92,15 @@ def fork(keys: Keys, session_id: str, at_seq: int, user_id: str | None) -> Op[Se
         home = 0  # branch from the session where the shared history really lives
         while (branched := ancestors[home][1]) is not None and ancestors[home][2] is not None and at_seq <= branched:
             home += 1
-        fork_id = new_session_id()
+        fork_id = scoped(user_id, new_session_id())
         while True:
             probe = yield keys.script("fork", source.id, ukey, at_seq, *[""] * 7, *shared)
-            _check_fork(probe, source.id, at_seq)
+            _check_fork(probe, source.name, at_seq)
             count, tokens = int(probe[1]), int(probe[2])
             state = dumps(encode_state(fork_state(source.state(), at_seq, messages=count)))
             args = (fork_id, *stamp(), ancestors[home][0], state, count, tokens)
             reply = yield keys.script("fork", source.id, ukey, at_seq, *args, *shared)
-            _check_fork(reply, source.id, at_seq)
+            _check_fork(reply, source.name, at_seq)
             if reply[0] == b"ok":
                 found = yield Cmd(("HGETALL", keys("s", fork_id)))
                 return Session(fork_id, pairs(found)).info()
@@ -138,17 +139,10 @@ def import_jsonl(keys: Keys, data: bytes | str, user_id: str | None) -> Op[Sessi
 
     def flow(retried: bool) -> Flow[SessionInfo]:
         ukey, created = user_key(user_id), encode_datetime(parsed.created_at)
-        reply = yield keys.script(
-            "import", parsed.id, ukey, created, *updated, *header, *state, len(parsed.rows), *rows
-        )
-        if reply[0] == b"taken":
+        key = scoped(user_id, parsed.id)
+        reply = yield keys.script("import", key, ukey, created, *updated, *header, *state, len(parsed.rows), *rows)
+        if reply[0] == b"taken":  # the user's own session of that id
             raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported")
-        if reply[0] == b"dup":
-            index = int(reply[1])
-            raise StoreError(
-                f"import: line {index + 2}: message id {parsed.rows[index].message.id!r} already exists; "
-                "nothing was imported"
-            )
         return parsed.info(user_id)
 
     return Op(f"import session {parsed.id!r}", flow, retry=False)

@@ -19,19 +19,20 @@ from .._common import (
     pick,
     segments,
 )
+from .._writes import scoped, unscoped
 from ..base import SessionInfo, StoredMessage
 from ..codec import decode_datetime, decode_message, encode_datetime
 from ..codec import loads as json_loads
 from . import _sql as sql
 from ._db import Database
 
-__all__ = ["LAST_SEQ", "Row", "SQLiteBase", "existing_ids", "session_row", "stamp", "stored_row"]
+__all__ = ["LAST_SEQ", "Row", "SQLiteBase", "session_row", "stamp", "stored_ids", "stored_row"]
 
 LAST_SEQ = 2**62
 
 
 class Row(NamedTuple):
-    """A row of the sessions table, in SESSION_COLUMNS order."""
+    """A row of the sessions table, in SESSION_COLUMNS order; ``id`` is the scoped key, ``name`` the session id."""
 
     id: str
     user_id: str | None
@@ -51,9 +52,13 @@ class Row(NamedTuple):
     version: int
     deleted: int
 
+    @property
+    def name(self) -> str:
+        return unscoped(self.id)
+
     def info(self) -> SessionInfo:
         return SessionInfo(
-            self.id,
+            self.name,
             self.user_id,
             self.title,
             self.model,
@@ -62,7 +67,7 @@ class Row(NamedTuple):
             decode_datetime(self.updated_at),
             self.base_count + self.message_count,
             self.base_tokens + self.tokens,
-            self.parent_id,
+            None if self.parent_id is None else unscoped(self.parent_id),
             self.fork_seq,
         )
 
@@ -80,12 +85,15 @@ def stamp() -> str:
     return encode_datetime(now())
 
 
-def existing_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
-    found: set[str] = set()
-    for start in range(0, len(ids), 500):  # stay under SQLite's limit on bound parameters
-        chunk = ids[start : start + 500]
-        query = sql.EXISTING_IDS.format(marks=", ".join("?" * len(chunk)))
-        found.update(i for (i,) in conn.execute(query, chunk))
+def stored_ids(conn: sqlite3.Connection, segs: Sequence[Segment], ids: Sequence[str]) -> dict[str, StoredMessage]:
+    """The rows of a session's history (every segment) that hold any of ``ids``, by id."""
+    found: dict[str, StoredMessage] = {}
+    for seg in segs:
+        for start in range(0, len(ids), 500):  # stay under SQLite's limit on bound parameters
+            chunk = ids[start : start + 500]
+            query = sql.STORED_IDS.format(marks=", ".join("?" * len(chunk)))
+            for message_id, seq, payload, tokens in conn.execute(query, (seg.session_id, seg.lo, seg.hi, *chunk)):
+                found[message_id] = stored_row((seq, payload, tokens))
     return found
 
 
@@ -102,11 +110,11 @@ class SQLiteBase:
 
     # -- lookup ----------------------------------------------------------------------------
     def _resolve(self, conn: sqlite3.Connection, session_id: str, user_id: str | None) -> Row:
-        row = session_row(conn, session_id)
-        if row is not None and row.user_id == user_id and not row.deleted:
+        row = session_row(conn, scoped(user_id, session_id))
+        if row is not None and not row.deleted:
             return row
-        ids = [i for (i,) in conn.execute(sql.SELECT_BY_PREFIX, (session_id, user_id))]
-        found = session_row(conn, pick(session_id, ids))
+        keys = [i for (i,) in conn.execute(sql.SELECT_BY_PREFIX, (scoped(user_id, session_id), user_id))]
+        found = session_row(conn, scoped(user_id, pick(session_id, map(unscoped, keys))))
         assert found is not None  # picked from the same snapshot
         return found
 

@@ -21,11 +21,12 @@ from .._common import (
     now,
     parse_export,
 )
+from .._writes import scoped, unscoped
 from ..base import SessionInfo
 from ..codec import decode_state, dumps, encode_datetime, encode_message, encode_state
 from ..codec import loads as json_loads
 from . import _sql as sql
-from ._base import LAST_SEQ, Row, SQLiteBase, existing_ids, session_row, stamp
+from ._base import LAST_SEQ, Row, SQLiteBase, session_row, stamp
 
 __all__ = ["SQLiteSessions"]
 
@@ -50,7 +51,9 @@ class SQLiteSessions(SQLiteBase):
         with self.db.transaction(write=True) as conn:
             row = self._resolve(conn, session_id, user_id)
             conn.execute(sql.UPDATE_SESSION, (title, encoded, stamp(), row.id))
-            return self._resolve(conn, row.id, user_id).info()
+            updated = session_row(conn, row.id)
+            assert updated is not None
+            return updated.info()
 
     def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
         with self.db.transaction(write=True) as conn:
@@ -77,18 +80,18 @@ class SQLiteSessions(SQLiteBase):
         cutoff = encode_datetime(now() - older_than)
         with self.db.transaction(write=True) as conn:
             doomed = [i for (i,) in conn.execute(sql.EXPIRED, (user_id, cutoff))]
-            for session_id in doomed:
-                row = session_row(conn, session_id)
+            for key in doomed:
+                row = session_row(conn, key)
                 assert row is not None
                 self._remove(conn, row)
-        return doomed
+        return [unscoped(key) for key in doomed]
 
     def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
         with self.db.transaction(write=True) as conn:
             source = self._resolve(conn, session_id, user_id)
             if not 0 <= at_seq < source.next_seq:
                 raise StoreError(
-                    f"cannot fork session {source.id!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
+                    f"cannot fork session {source.name!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
                 )
             count = tokens = 0
             for seg in self._segments(conn, source):
@@ -102,7 +105,7 @@ class SQLiteSessions(SQLiteBase):
                 assert grand is not None
                 parent = grand
             state = fork_state(decode_state(json_loads(source.state)), at_seq, messages=count)
-            fork_id, created = new_session_id(), stamp()
+            fork_id, created = scoped(user_id, new_session_id()), stamp()
             conn.execute(
                 sql.INSERT_SESSION,
                 (
@@ -124,7 +127,9 @@ class SQLiteSessions(SQLiteBase):
                     0,
                 ),
             )
-            return self._resolve(conn, fork_id, user_id).info()
+            made = session_row(conn, fork_id)
+            assert made is not None
+            return made.info()
 
     # -- export / import -------------------------------------------------------------------
     def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
@@ -136,20 +141,15 @@ class SQLiteSessions(SQLiteBase):
 
     def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
         parsed = parse_export(data)
+        key = scoped(user_id, parsed.id)
         with self.db.transaction(write=True) as conn:
-            if session_row(conn, parsed.id) is not None:
+            if session_row(conn, key) is not None:  # the user's own session of that id
                 raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported")
-            taken = existing_ids(conn, [r.message.id or "" for r in parsed.rows])
-            for number, stored in enumerate(parsed.rows, start=2):
-                if stored.message.id in taken:
-                    raise StoreError(
-                        f"import: line {number}: message id {stored.message.id!r} already exists; nothing was imported"
-                    )
             tokens = sum(r.tokens for r in parsed.rows)
             conn.execute(
                 sql.INSERT_SESSION,
                 (
-                    parsed.id,
+                    key,
                     user_id,
                     parsed.title,
                     parsed.model,
@@ -171,7 +171,7 @@ class SQLiteSessions(SQLiteBase):
                 sql.INSERT_MESSAGE,
                 [
                     (
-                        parsed.id,
+                        key,
                         r.seq,
                         r.message.id,
                         r.message.role,

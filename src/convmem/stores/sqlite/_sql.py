@@ -131,6 +131,43 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
     ),
 ]
 
+# The SQL form of convmem.stores._writes.scoped: a user's session id as a key of the sessions table.
+_SCOPED = "CASE WHEN {user} IS NULL THEN '-:' ELSE length({user}) || '=' || {user} || ':' END || {id}"
+MIGRATIONS.append(
+    (
+        # Session ids become scoped by user (two users may both have a session "chat", and neither can
+        # learn of the other's), and message ids unique per session instead of per database.
+        "0004_sessions_scoped_by_user",
+        (
+            "PRAGMA defer_foreign_keys = ON",  # keys change in several tables; checked at commit
+            """
+        CREATE TABLE messages_scoped (
+            session_id TEXT NOT NULL REFERENCES sessions (id),
+            seq INTEGER NOT NULL,
+            id TEXT NOT NULL,
+            role TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            created_at TEXT,
+            PRIMARY KEY (session_id, seq)
+        )
+        """,
+            "INSERT INTO messages_scoped (session_id, seq, id, role, payload, tokens, created_at) SELECT "
+            + _SCOPED.format(user="s.user_id", id="m.session_id")
+            + ", m.seq, m.id, m.role, m.payload, m.tokens, m.created_at FROM messages m JOIN sessions s "
+            "ON s.id = m.session_id",
+            "DROP TABLE messages",
+            "ALTER TABLE messages_scoped RENAME TO messages",
+            "CREATE INDEX messages_pinned ON messages (session_id, seq) WHERE role IN ('system', 'developer')",
+            "CREATE UNIQUE INDEX messages_ids ON messages (session_id, id)",
+            "UPDATE sessions SET parent_id = "
+            + _SCOPED.format(user="user_id", id="parent_id")
+            + " WHERE parent_id IS NOT NULL",
+            "UPDATE sessions SET id = " + _SCOPED.format(user="user_id", id="id"),
+        ),
+    )
+)
+
 CREATE_MIGRATIONS = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
 HAS_MIGRATIONS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
 APPLIED = "SELECT name FROM schema_migrations ORDER BY rowid"
@@ -162,6 +199,11 @@ AFTER_APPEND = (
     "UPDATE sessions SET next_seq = ?, message_count = message_count + ?, tokens = tokens + ?, updated_at = ? "
     "WHERE id = ?"
 )
+# An append that carries the state it implies (see convmem.stores.base): one transaction writes both.
+AFTER_APPEND_WITH_STATE = (
+    "UPDATE sessions SET next_seq = ?, message_count = message_count + ?, tokens = tokens + ?, updated_at = ?, "
+    "state = ?, version = ? WHERE id = ?"
+)
 AFTER_DELETE = "UPDATE sessions SET message_count = message_count - ?, tokens = tokens - ?, updated_at = ? WHERE id = ?"
 SAVE_STATE = "UPDATE sessions SET state = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"
 TOMBSTONE = "UPDATE sessions SET deleted = 1 WHERE id = ?"
@@ -171,7 +213,10 @@ CHILDREN = "SELECT id, fork_seq FROM sessions WHERE parent_id = ?"
 INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, seq, id, role, payload, tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-EXISTING_IDS = "SELECT id FROM messages WHERE id IN ({marks})"
+# The rows of one segment of a session's history that hold any of the given message ids.
+STORED_IDS = (
+    "SELECT id, seq, payload, tokens FROM messages WHERE session_id = ? AND seq BETWEEN ? AND ? AND id IN ({marks})"
+)
 _ROWS = "SELECT seq, payload, tokens FROM messages WHERE session_id = ? AND seq BETWEEN ? AND ?"
 PINNED = (
     "SELECT seq, payload, tokens FROM messages INDEXED BY messages_pinned "

@@ -30,7 +30,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from ...errors import ConflictError, InvalidMessageError, SessionNotFoundError
+from ...errors import SessionNotFoundError
 from ...messages import Message
 from .._async import AsyncStoreWrapper
 from .._common import (
@@ -39,16 +39,19 @@ from .._common import (
     check_deletable,
     json_object,
 )
+from .._writes import check_expected, replayed, scoped, state_for_write, unscoped
 from ..base import LoadedSession, SessionState, StoredMessage
 from ..codec import decode_state, dumps, encode_datetime, encode_message, encode_state
 from ..codec import loads as json_loads
 from . import _sql as sql
-from ._base import existing_ids, session_row, stamp, stored_row
+from ._base import session_row, stamp, stored_ids, stored_row
 from ._sessions import SQLiteSessions
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 
 _PAGE = 500  # rows per query when streaming a history
+# INSERT_SESSION's columns after (id, user_id, title, model, metadata, created_at, updated_at) for a new session.
+_NEW = (None, None, 0, 0, 0, 0, 0, dumps(encode_state(SessionState())), 0)
 
 
 class SQLiteStore(SQLiteSessions):
@@ -67,11 +70,15 @@ class SQLiteStore(SQLiteSessions):
         *,
         user_id: str | None = None,
         model: str | None = None,
+        expected_seq: int | None = None,
+        expected_version: int | None = None,
+        state: SessionState | None = None,
     ) -> list[int]:
         check_batch(messages)
         if not messages:
             return []  # a session is created by its first message, not by an empty batch
-        # Encode before taking the write lock: the lock is held for the inserts only.
+        saved = state_for_write(state, expected_version)
+        # Encode before taking the write lock: the lock is held for the checks and the inserts only.
         encoded = [
             (
                 m.id or "",
@@ -82,41 +89,29 @@ class SQLiteStore(SQLiteSessions):
             )
             for m, t in messages
         ]
+        key = scoped(user_id, session_id)
         with self.db.transaction(write=True) as conn:
-            row = session_row(conn, session_id)
-            if row is not None and (row.user_id != user_id or row.deleted):
-                raise SessionNotFoundError(session_id)  # never reveal, nor write into, another user's session
-            taken = existing_ids(conn, [e[0] for e in encoded])
-            if taken:
-                index = next(i for i, e in enumerate(encoded) if e[0] in taken)
-                raise InvalidMessageError(f"duplicate message id {encoded[index][0]!r}", field="id", index=index)
+            row = session_row(conn, key)
+            found = (row.next_seq, row.version) if row is not None and not row.deleted else None
+            check_expected(session_id, found, expected_seq, expected_version)
+            if row is not None and row.deleted:
+                raise SessionNotFoundError(session_id)  # hidden while its forks live; its id stays taken
+            if row is not None:
+                stored = stored_ids(conn, self._segments(conn, row), [e[0] for e in encoded])
+                again = replayed(session_id, messages, stored)
+                if again is not None:
+                    return again
             when = stamp()
             if row is None:
-                conn.execute(
-                    sql.INSERT_SESSION,
-                    (
-                        session_id,
-                        user_id,
-                        None,
-                        model,
-                        "{}",
-                        when,
-                        when,
-                        None,
-                        None,
-                        0,
-                        0,
-                        0,
-                        0,
-                        0,
-                        dumps(encode_state(SessionState())),
-                        0,
-                    ),
-                )
+                conn.execute(sql.INSERT_SESSION, (key, user_id, None, model, "{}", when, when, *_NEW))
             start = row.next_seq if row is not None else 0
             seqs = list(range(start, start + len(encoded)))
-            conn.executemany(sql.INSERT_MESSAGE, [(session_id, seq, *e) for seq, e in zip(seqs, encoded, strict=True)])
-            conn.execute(sql.AFTER_APPEND, (start + len(seqs), len(seqs), sum(e[3] for e in encoded), when, session_id))
+            conn.executemany(sql.INSERT_MESSAGE, [(key, seq, *e) for seq, e in zip(seqs, encoded, strict=True)])
+            counters = (start + len(seqs), len(seqs), sum(e[3] for e in encoded), when)
+            if saved is None:
+                conn.execute(sql.AFTER_APPEND, (*counters, key))
+            else:
+                conn.execute(sql.AFTER_APPEND_WITH_STATE, (*counters, dumps(encode_state(saved)), saved.version, key))
         return seqs
 
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
@@ -135,7 +130,7 @@ class SQLiteStore(SQLiteSessions):
                         unfolded += map(stored_row, conn.execute(sql.UNPINNED_TAIL, query))
                 unfolded.reverse()
             self.rows_read += len(pinned) + len(window) + len(unfolded)
-            return LoadedSession(row.info(), state, pinned, window, unfolded)
+            return LoadedSession(row.info(), state, pinned, window, unfolded, row.next_seq)
 
     def save_state(
         self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
@@ -143,13 +138,8 @@ class SQLiteStore(SQLiteSessions):
         saved = replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)
         with self.db.transaction(write=True) as conn:
             row = self._resolve(conn, session_id, user_id)
-            if (
-                conn.execute(sql.SAVE_STATE, (dumps(encode_state(saved)), stamp(), row.id, expected_version)).rowcount
-                != 1
-            ):
-                raise ConflictError(
-                    f"session {row.id!r} state is at version {row.version}, expected {expected_version}"
-                )
+            check_expected(row.name, (row.next_seq, row.version), None, expected_version)
+            conn.execute(sql.SAVE_STATE, (dumps(encode_state(saved)), stamp(), row.id, expected_version))
         return saved
 
     def messages(
@@ -170,10 +160,14 @@ class SQLiteStore(SQLiteSessions):
                 yield from map(stored_row, rows)
                 span = (rows[-1][0] + 1, span[1]) if len(rows) == _PAGE else None
 
-    def delete_messages(self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None) -> None:
+    def delete_messages(
+        self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None, expected_seq: int | None = None
+    ) -> None:
         with self.db.transaction(write=True) as conn:
             row = self._resolve(conn, session_id, user_id)
-            check_deletable(row.id, set(seqs), row.fork_seq, conn.execute(sql.CHILDREN, (row.id,)).fetchall())
+            check_expected(row.name, (row.next_seq, row.version), expected_seq, None)
+            forks = [(unscoped(child), at) for child, at in conn.execute(sql.CHILDREN, (row.id,))]
+            check_deletable(row.name, set(seqs), row.fork_seq, forks)
             count = tokens = 0
             for seq in sorted(set(seqs)):
                 found = conn.execute(sql.TOKENS_OF, (row.id, seq)).fetchone()
