@@ -95,14 +95,19 @@ class Keys:
     facts: Any = None
     context: bool = True
 
-    def build(self, message: Message, user_id: str | None) -> str:
+    def build(self, message: Message, user_id: str | None, session_id: str | None = None) -> str:
+        """The key of ``message``; facts sourced from it must come from its session (ids repeat across sessions)."""
         text = message.text
         if self.speaker:
             text = f"{message.name or message.role}: {text}"
         if self.date and message.created_at is not None:
             text = f"{text} ({message.created_at.day} {message.created_at:%B %Y})"
         if self.facts is not None and message.id is not None:
-            sourced = [f.text for f in self.facts.history(user_id=user_id) if message.id in f.source_message_ids]
+            sourced = [
+                f.text
+                for f in self.facts.history(user_id=user_id)
+                if message.id in f.source_message_ids and (session_id is None or f.session_id in (None, session_id))
+            ]
             if sourced:
                 text = f"{text}\n" + "\n".join(sourced)
         return text
@@ -166,12 +171,14 @@ class RecallIndex:
 
     # -- indexing ----------------------------------------------------------------------------
     def add(self, docs: Sequence[RecallDoc]) -> int:
-        """Index documents (already-indexed message ids are skipped); returns how many were new.
+        """Index documents (already-indexed ones are skipped); returns how many were new.
+
+        A document is already indexed when its user, session and message id all match one that is.
 
         Raises LLMError if embedding fails; the documents stay indexed lexically.
         """
         with self._lock:
-            fresh = [d for d in docs if d.message_id not in self._partition(d.user_id).numbers]
+            fresh = [d for d in docs if d.ref not in self._partition(d.user_id).numbers]
             if fresh and self.store is not None:
                 self.store.save_docs(fresh)  # write through first: what is searchable is also stored
             added = 0
@@ -200,8 +207,8 @@ class RecallIndex:
                 partition.add(doc, self._tokens(doc))
                 self._previous[(user_id, doc.session_id)] = doc.text
             if self.embedder is not None:
-                ids, vectors = self.store.load_vectors(user_id, self.embedder.name)
-                keep = [(partition.numbers[m], i) for i, m in enumerate(ids) if m in partition.numbers]
+                refs, vectors = self.store.load_vectors(user_id, self.embedder.name)
+                keep = [(partition.numbers[r], i) for i, r in enumerate(refs) if r in partition.numbers]
                 if keep and vectors.shape[1] == self.embedder.dim:
                     partition.set_vectors(
                         self.embedder.name, [n for n, _ in keep], np.asarray(vectors)[[i for _, i in keep]]
@@ -227,7 +234,7 @@ class RecallIndex:
         text = message.text
         if not text.strip():
             return None
-        key = self.keys.build(message, user_id)
+        key = self.keys.build(message, user_id, session_id)
         context = self._previous.get((user_id, session_id), "") if self.keys.context else ""
         return RecallDoc(
             message.id, session_id, user_id, stored.seq, message.role, text, message.created_at, key, context
@@ -256,8 +263,7 @@ class RecallIndex:
                     numbers = missing[start : start + self.batch_size]
                     vectors = embed_checked(self.embedder, [partition.docs[i].key for i in numbers])
                     if self.store is not None:
-                        ids = [partition.docs[i].message_id for i in numbers]
-                        self.store.save_vectors(self.embedder.name, ids, vectors)
+                        self.store.save_vectors(self.embedder.name, [partition.docs[i] for i in numbers], vectors)
                     partition.set_vectors(self.embedder.name, numbers, vectors)
                     done += len(numbers)
         return done
@@ -346,7 +352,7 @@ class RecallIndex:
         # Filters apply after the store's search; ask for more when they may discard many.
         limit = max(k * 4, 50) if keep is None else max(k * 4, 50, len(partition) // 4)
         pairs = [
-            (partition.numbers.get(m), s) for m, s in self.store.lexical_search(query, user_id=user_id, limit=limit)
+            (partition.numbers.get(r), s) for r, s in self.store.lexical_search(query, user_id=user_id, limit=limit)
         ]
         known = [(n, s) for n, s in pairs if n is not None and (keep is None or keep[n])]
         return np.asarray([n for n, _ in known], dtype=np.int64), np.asarray([s for _, s in known], dtype=np.float32)

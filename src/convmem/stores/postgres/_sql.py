@@ -124,6 +124,35 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
         """,
         ),
     ),
+    (
+        # Message ids are unique only per session in some stores: a document is (user, session, message id),
+        # and a vector belongs to a document (its number), with its user beside it so a vector search filters
+        # by user without a join. created_ts (epoch seconds) lets searches filter by time in the server.
+        # Vectors join their document by the message id, unique until now.
+        "0003_recall_keyed_by_owner",
+        (
+            "ALTER TABLE recall_docs DROP CONSTRAINT recall_docs_message_id_key",
+            "ALTER TABLE recall_docs ADD CONSTRAINT recall_docs_owner_key UNIQUE (user_key, session_id, message_id)",
+            "ALTER TABLE recall_docs ADD COLUMN created_ts double precision",
+            "UPDATE recall_docs SET created_ts = extract(epoch FROM split_part(created_at, '[', 1)::timestamptz)",
+            "ALTER TABLE recall_docs ALTER COLUMN created_ts SET NOT NULL",
+            """
+        CREATE TABLE recall_vectors (
+            number bigint NOT NULL REFERENCES recall_docs (number) ON DELETE CASCADE,
+            user_key text NOT NULL,
+            model text NOT NULL,
+            dim integer NOT NULL,
+            vector bytea NOT NULL,
+            PRIMARY KEY (number, model)
+        )
+        """,
+            "CREATE INDEX recall_vectors_by_user ON recall_vectors (user_key, model, number)",
+            "INSERT INTO recall_vectors (number, user_key, model, dim, vector) "
+            "SELECT d.number, d.user_key, e.model, e.dim, e.vector "
+            "FROM embeddings e JOIN recall_docs d USING (message_id)",
+            "DROP TABLE embeddings",
+        ),
+    ),
 ]
 
 ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('convmem.migrate:' || %s))"
@@ -255,30 +284,33 @@ UPDATE_BLOCK = (
 LIST_BLOCKS = "SELECT payload FROM blocks WHERE scope_key = %s ORDER BY name"
 
 INSERT_RECALL_DOCS = """
-    INSERT INTO recall_docs (message_id, user_key, session_id, seq, role, created_at, text, key, context)
-    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[],
-                         %s::text[], %s::text[])
+    INSERT INTO recall_docs (message_id, user_key, session_id, seq, role, created_at, created_ts, text, key, context)
+    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[],
+                         %s::double precision[], %s::text[], %s::text[], %s::text[])
     ORDER BY 1 = 1  -- keep the given order, so numbers follow it
-    ON CONFLICT (message_id) DO NOTHING
+    ON CONFLICT (user_key, session_id, message_id) DO NOTHING
 """
 LOAD_RECALL_DOCS = (
     "SELECT message_id, session_id, seq, role, created_at, text, key, context FROM recall_docs "
     "WHERE user_key = %s ORDER BY number"
 )
+# A vector is stored against its document, found by (user, session, message id); none found, nothing stored.
 UPSERT_VECTORS = """
-    INSERT INTO embeddings (message_id, model, dim, vector)
-    SELECT m, %s, %s, v FROM unnest(%s::text[], %s::bytea[]) AS u (m, v)
-    ON CONFLICT (message_id, model) DO UPDATE SET dim = excluded.dim, vector = excluded.vector
+    INSERT INTO recall_vectors (number, user_key, model, dim, vector)
+    SELECT d.number, d.user_key, %s, %s, u.v
+    FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[]) AS u (uk, s, m, v)
+    JOIN recall_docs d ON d.user_key = u.uk AND d.session_id = u.s AND d.message_id = u.m
+    ON CONFLICT (number, model) DO UPDATE SET dim = excluded.dim, vector = excluded.vector
 """
 LOAD_VECTORS = (
-    "SELECT d.message_id, e.dim, e.vector FROM recall_docs d JOIN embeddings e ON e.message_id = d.message_id "
-    "WHERE d.user_key = %s AND e.model = %s ORDER BY d.number"
+    "SELECT d.session_id, d.message_id, v.dim, v.vector FROM recall_vectors v JOIN recall_docs d USING (number) "
+    "WHERE v.user_key = %s AND v.model = %s ORDER BY v.number"
 )
 # %(query)s is the user's words, each quoted and OR-ed by the client (plainto_tsquery would AND them), so no
 # user text is tsquery syntax; to_tsquery stems them and drops stop words. A parameter, not a subquery, so the
 # planner sees the GIN index. ts_rank weighs the key (A) twice the context (B), as the in-process index does.
 SEARCH_RECALL = """
-    SELECT d.message_id, ts_rank('{0, 0, 0.5, 1}', d.tsv, q, 1) AS score
+    SELECT d.session_id, d.message_id, ts_rank('{0, 0, 0.5, 1}', d.tsv, q, 1) AS score
     FROM recall_docs d, to_tsquery('english', %(query)s) AS q
     WHERE d.tsv @@ q AND d.user_key = %(user)s
     ORDER BY score DESC, d.number

@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 from ...errors import ConflictError
 from ...longterm._np import np
-from ...longterm._partition import RecallDoc
+from ...longterm._partition import DocRef, RecallDoc
 from ...longterm.blockstore import BlockRecord, check_save
 from ...longterm.facts import Fact
 from ...longterm.factstore import select_facts
@@ -164,6 +164,7 @@ class PostgresRecallStore(_Shared):
             [d.seq for d in docs],
             [d.role for d in docs],
             [encode_datetime(d.created_at) for d in docs],
+            [d.created_at.timestamp() for d in docs],
             [d.text for d in docs],
             [d.key for d in docs],
             [d.context for d in docs],
@@ -184,38 +185,39 @@ class PostgresRecallStore(_Shared):
 
         return self._run("load recall documents", flow)
 
-    def save_vectors(self, model: str, message_ids: Sequence[str], vectors: Any) -> None:
+    def save_vectors(self, model: str, docs: Sequence[RecallDoc], vectors: Any) -> None:
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-        if not len(message_ids):
+        if not len(docs):
             return
-        blobs = [matrix[i].tobytes() for i in range(len(message_ids))]
+        owners = [[user_key(d.user_id) for d in docs], [d.session_id for d in docs], [d.message_id for d in docs]]
+        blobs = [matrix[i].tobytes() for i in range(len(docs))]
 
         def flow() -> Flow[None]:
-            yield Query(sql.UPSERT_VECTORS, (model, matrix.shape[1], list(message_ids), blobs))
+            yield Query(sql.UPSERT_VECTORS, (model, matrix.shape[1], *owners, blobs))
 
         self._run("save vectors", flow)
 
-    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[str], Any]:
+    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[DocRef], Any]:
         def flow() -> Flow[list[tuple[Any, ...]]]:
             return (yield Query(sql.LOAD_VECTORS, (user_key(user_id), model)))
 
         rows = self._run("load vectors", flow)
         if not rows:
             return [], np.zeros((0, 0), dtype=np.float32)
-        dim = rows[0][1]
-        kept = [r for r in rows if r[1] == dim]
-        matrix = np.frombuffer(b"".join(bytes(r[2]) for r in kept), dtype=np.float32).reshape(-1, dim)
-        return [r[0] for r in kept], matrix
+        dim = rows[0][2]
+        kept = [r for r in rows if r[2] == dim]
+        matrix = np.frombuffer(b"".join(bytes(r[3]) for r in kept), dtype=np.float32).reshape(-1, dim)
+        return [(r[0], r[1]) for r in kept], matrix
 
-    def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[str, float]]:
+    def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[DocRef, float]]:
         words = list(dict.fromkeys(_WORDS.findall(query.casefold())))[:MAX_QUERY_TERMS]
         if not words or limit <= 0:
             return []
         # Words are letters and digits only, so quoting them is enough to keep them from being syntax.
         query = " | ".join(f"'{w}'" for w in words)
 
-        def flow() -> Flow[list[tuple[str, float]]]:
+        def flow() -> Flow[list[tuple[DocRef, float]]]:
             rows = yield Query(sql.SEARCH_RECALL, {"query": query, "user": user_key(user_id), "limit": limit})
-            return [(mid, float(score)) for mid, score in rows]
+            return [((session, mid), float(score)) for session, mid, score in rows]
 
         return self._run("search recall documents", flow)

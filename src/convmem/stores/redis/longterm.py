@@ -12,7 +12,8 @@ store's session TTL does not apply here: long-term memory is kept.
   and raises :class:`~convmem.errors.ConflictError`.
 * :class:`RedisBlockStore`: the version beside each block is the optimistic check.
 * :class:`RedisRecallStore` (a :class:`~convmem.longterm.recallstore.RecallStore`):
-  documents in insertion order, and float32 vectors per user and model.
+  one hash per document, keyed by (user, session, message id), with its
+  float32 vector per model (layout in :mod:`convmem.stores.redis._recall`).
 
 Recall scoring happens in the client, within limits. Lexical: this store
 keeps no inverted index; :class:`~convmem.longterm.recall.RecallIndex` loads
@@ -41,11 +42,12 @@ from typing import Any, TypeVar
 
 from ...errors import ConflictError
 from ...longterm._np import np
-from ...longterm._partition import RecallDoc
+from ...longterm._partition import DocRef, RecallDoc
 from ...longterm.blockstore import BlockRecord, check_save
 from ...longterm.facts import Fact
 from ...longterm.factstore import select_facts
-from .._longterm_codec import block_from_json, block_to_json, doc_from_json, doc_to_json, fact_from_json, fact_to_json
+from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json
+from . import _recall as recall
 from ._ops import Cmd, Flow, Keys, Op, user_key
 from .store import RedisStore
 
@@ -132,51 +134,27 @@ class RedisBlockStore(_Shared):
 
 
 class RedisRecallStore(_Shared):
-    """A :class:`~convmem.longterm.recallstore.RecallStore` in Redis (lexical ranking stays in the index)."""
+    """A :class:`~convmem.longterm.recallstore.RecallStore` in Redis (lexical ranking stays in the index).
+
+    Opening it upgrades recall data of the first layout, if any (see :mod:`convmem.stores.redis._recall`).
+    """
+
+    def __init__(self, target: RedisStore | str | None = None, *, prefix: str = "convmem:") -> None:
+        super().__init__(target, prefix=prefix)
+        self._run("upgrade recall documents", lambda: recall.upgrade(self.keys))
 
     def save_docs(self, docs: Sequence[RecallDoc]) -> None:
-        if not docs:
-            return
-        args = [value for d in docs for value in (user_key(d.user_id), d.message_id, doc_to_json(d))]
-
-        def flow() -> Flow[None]:
-            yield self.keys.script("save_docs", *args)
-
-        self._run("save recall documents", flow)  # a message id already stored is skipped: a repeat is harmless
+        if docs:
+            # A document already stored is skipped: a repeat is harmless.
+            self._run("save recall documents", lambda: recall.save_docs(self.keys, docs))
 
     def load_docs(self, user_id: str | None) -> list[RecallDoc]:
-        ukey = user_key(user_id)
+        return self._run("load recall documents", lambda: recall.load_docs(self.keys, user_id))
 
-        def flow() -> Flow[list[RecallDoc]]:
-            ids = yield Cmd(("LRANGE", self.keys("dl", ukey), 0, -1))
-            if not ids:
-                return []
-            found = yield Cmd(("HMGET", self.keys("d", ukey), *ids))
-            return [doc_from_json(raw) for raw in found if raw is not None]
-
-        return self._run("load recall documents", flow)
-
-    def save_vectors(self, model: str, message_ids: Sequence[str], vectors: Any) -> None:
+    def save_vectors(self, model: str, docs: Sequence[RecallDoc], vectors: Any) -> None:
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-        if not len(message_ids):
-            return
-        args = [value for i, mid in enumerate(message_ids) for value in (mid, matrix[i].tobytes())]
+        if len(docs):
+            self._run("save vectors", lambda: recall.save_vectors(self.keys, model, docs, matrix))
 
-        def flow() -> Flow[None]:
-            yield self.keys.script("save_vectors", model, *args)
-
-        self._run("save vectors", flow)
-
-    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[str], Any]:
-        def flow() -> Flow[dict[bytes, bytes]]:
-            ukey = user_key(user_id)
-            found: dict[bytes, bytes] = yield Cmd(("HGETALL", self.keys("v", f"{len(ukey.encode())}:{ukey}:{model}")))
-            return found
-
-        found = self._run("load vectors", flow)
-        if not found:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        size = len(next(iter(found.values())))  # a model's vectors share one dimension; others are stale
-        kept = [(k.decode(), v) for k, v in found.items() if len(v) == size]
-        matrix = np.frombuffer(b"".join(v for _, v in kept), dtype=np.float32).reshape(len(kept), size // 4)
-        return [k for k, _ in kept], matrix
+    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[DocRef], Any]:
+        return self._run("load vectors", lambda: recall.load_vectors(self.keys, user_id, model))
