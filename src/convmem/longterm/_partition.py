@@ -19,7 +19,7 @@ from typing import Any
 from ._np import np
 from .lexical import BM25Index
 
-__all__ = ["DocRef", "Partition", "RecallDoc", "Where", "top"]
+__all__ = ["DocRef", "Partition", "RecallDoc", "RecallHit", "Where", "top"]
 
 Array = np.ndarray[Any, Any]
 DocRef = tuple[str, str]  # (session id, message id): a document's identity within its user
@@ -62,6 +62,16 @@ class RecallDoc:
     def ref(self) -> DocRef:
         """The document's identity within its user's archive: (session id, message id)."""
         return (self.session_id, self.message_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One result: the document, its fused (or single-retriever) score, and its rank in each retriever."""
+
+    doc: RecallDoc
+    score: float
+    lexical_rank: int | None = None
+    dense_rank: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,27 +54,18 @@ from typing import Any, Literal, TypeAlias
 from ..errors import ConfigurationError, LLMError
 from ..messages import Message, StoredMessage
 from ._np import np
-from ._partition import Partition, RecallDoc, Where, top
+from ._partition import Partition, RecallDoc, RecallHit, Where, top
+from ._storesearch import StoreSearch
 from .embedders import Embedder, embed_checked
 from .fusion import rrf, zscore
 from .lexical import tokenize
-from .recallstore import LexicalRecallStore, RecallStore
+from .recallstore import LexicalRecallStore, RecallStore, SearchingRecallStore
 
 __all__ = ["Keys", "Mode", "RecallDoc", "RecallHit", "RecallIndex", "Where"]
 
 Mode: TypeAlias = Literal["lexical", "dense", "hybrid"]
 Fusion: TypeAlias = Literal["rrf", "zscore"]
 RECALL_ROLES = frozenset({"user", "assistant", "tool"})
-
-
-@dataclass(frozen=True, slots=True)
-class RecallHit:
-    """One result: the document, its fused (or single-retriever) score, and its rank in each retriever."""
-
-    doc: RecallDoc
-    score: float
-    lexical_rank: int | None = None
-    dense_rank: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +118,10 @@ class RecallIndex:
         weights: (lexical, dense) weights of the fusion; default (1, 1) for z-score, (1, 0.5) for RRF.
         roles: which roles are indexed (tool results are, system prompts are not).
         store: persists documents and vectors (write-through; a user's partition loads on first use).
-        lexical: ``"store"`` searches with the store's own index (SQLite FTS5), ``"memory"``
-            with in-process BM25; ``"auto"`` picks the store's when it has one.
+            A store whose server searches (pgvector, RediSearch) keeps everything there instead:
+            nothing of a user is loaded, and both retrievers run in the server (:mod:`._storesearch`).
+        lexical: ``"store"`` searches with the store's own index (SQLite FTS5, PostgreSQL, RediSearch),
+            ``"memory"`` in process (dense too); ``"auto"`` picks the store's when it has one.
     """
 
     def __init__(
@@ -167,6 +160,8 @@ class RecallIndex:
         if lexical == "store" and not isinstance(store, LexicalRecallStore):
             raise ConfigurationError("lexical='store' needs a store with its own lexical index (SQLiteRecallStore)")
         self._store_lexical = isinstance(store, LexicalRecallStore) and lexical != "memory"
+        remote = store if isinstance(store, SearchingRecallStore) and lexical != "memory" else None
+        self._remote = StoreSearch(self, remote) if remote is not None and remote.searches() else None
         self._lock = threading.RLock()
 
     # -- indexing ----------------------------------------------------------------------------
@@ -178,6 +173,8 @@ class RecallIndex:
         Raises LLMError if embedding fails; the documents stay indexed lexically.
         """
         with self._lock:
+            if self._remote is not None:
+                return self._remote.add(list(docs))
             fresh = [d for d in docs if d.ref not in self._partition(d.user_id).numbers]
             if fresh and self.store is not None:
                 self.store.save_docs(fresh)  # write through first: what is searchable is also stored
@@ -235,6 +232,8 @@ class RecallIndex:
         if not text.strip():
             return None
         key = self.keys.build(message, user_id, session_id)
+        if self.keys.context and (user_id, session_id) not in self._previous and self._remote is not None:
+            self._previous[(user_id, session_id)] = self._remote.previous_text(user_id, session_id)
         context = self._previous.get((user_id, session_id), "") if self.keys.context else ""
         return RecallDoc(
             message.id, session_id, user_id, stored.seq, message.role, text, message.created_at, key, context
@@ -257,6 +256,8 @@ class RecallIndex:
             return 0
         done = 0
         with self._lock:
+            if self._remote is not None:
+                return self._remote.flush()
             for partition in self._partitions.values():
                 missing = partition.missing_vectors(self.embedder.name)
                 for start in range(0, len(missing), self.batch_size):
@@ -273,14 +274,17 @@ class RecallIndex:
         if self.embedder is None:
             return 0
         with self._lock:
+            if self._remote is not None:
+                return len(self._remote.pending)  # those of users searched or written here
             return sum(len(p.missing_vectors(self.embedder.name)) for p in self._partitions.values())
 
     def __len__(self) -> int:
+        """Documents held in this process (none when the store's server searches: see :meth:`count`)."""
         return sum(len(p) for p in self._partitions.values())
 
     def count(self, *, user_id: str | None) -> int:
         with self._lock:
-            return len(self._partition(user_id))
+            return self._remote.store.count_docs(user_id) if self._remote else len(self._partition(user_id))
 
     # -- search ------------------------------------------------------------------------------
     def search(
@@ -324,6 +328,8 @@ class RecallIndex:
             exclude_window[1] if exclude_window else None,
         )
         with self._lock:
+            if self._remote is not None:
+                return self._remote.search(query, user_id, k, mode, where)
             partition = self._partition(user_id)
             if not len(partition):
                 return []

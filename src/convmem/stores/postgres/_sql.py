@@ -289,19 +289,12 @@ INSERT_RECALL_DOCS = """
                          %s::double precision[], %s::text[], %s::text[], %s::text[])
     ORDER BY 1 = 1  -- keep the given order, so numbers follow it
     ON CONFLICT (user_key, session_id, message_id) DO NOTHING
+    RETURNING user_key, session_id, message_id
 """
 LOAD_RECALL_DOCS = (
     "SELECT message_id, session_id, seq, role, created_at, text, key, context FROM recall_docs "
     "WHERE user_key = %s ORDER BY number"
 )
-# A vector is stored against its document, found by (user, session, message id); none found, nothing stored.
-UPSERT_VECTORS = """
-    INSERT INTO recall_vectors (number, user_key, model, dim, vector)
-    SELECT d.number, d.user_key, %s, %s, u.v
-    FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[]) AS u (uk, s, m, v)
-    JOIN recall_docs d ON d.user_key = u.uk AND d.session_id = u.s AND d.message_id = u.m
-    ON CONFLICT (number, model) DO UPDATE SET dim = excluded.dim, vector = excluded.vector
-"""
 LOAD_VECTORS = (
     "SELECT d.session_id, d.message_id, v.dim, v.vector FROM recall_vectors v JOIN recall_docs d USING (number) "
     "WHERE v.user_key = %s AND v.model = %s ORDER BY v.number"

@@ -6,7 +6,7 @@ no key of this layout is a bare message id. Layout (``P``: the store's
 prefix, ``U``: a user key, as in :mod:`convmem.stores.redis._lua`):
 
 =================  ==========================================================================
-``P rd:<n>``       hash, one per document: ``u`` user tag, ``s`` session tag, ``r`` role,
+``P rd:<n>``       hash, one per document: ``u`` user tag, ``s`` session tag, ``r`` role tag,
                    ``t`` created (epoch seconds), ``q`` seq, ``k`` key text, ``c`` context text,
                    ``j`` the document as JSON, and ``v:<model tag>`` its float32 vector per model
 ``P rx:U``         hash: the user's refs -> n; a ref is ``<bytes of session>:<session><message id>``
@@ -36,7 +36,7 @@ from ...longterm._partition import DocRef, RecallDoc
 from .._longterm_codec import doc_from_json, doc_to_json
 from ._ops import Cmd, Flow, Keys, Pipe, user_key
 
-__all__ = ["load_docs", "load_vectors", "save_docs", "save_vectors", "upgrade"]
+__all__ = ["load_docs", "load_vectors", "missing", "sample", "save_docs", "save_vectors", "upgrade"]
 
 CHUNK = 500  # documents or vectors per script call
 
@@ -59,6 +59,27 @@ def vector_field(model: str) -> str:
     return "v:" + tag(model)
 
 
+def missing(keys: Keys, user_id: str | None, model: str) -> Flow[list[RecallDoc]]:
+    """The user's documents without a vector of ``model``."""
+    numbers = yield from _numbers(keys, user_id)
+    field = vector_field(model)
+    has = yield Pipe([("HEXISTS", keys("rd", n.decode()), field) for n in numbers], atomic=False)
+    lacking = [n for n, flag in zip(numbers, has, strict=True) if not flag]
+    found = yield Pipe([("HGET", keys("rd", n.decode()), "j") for n in lacking], atomic=False)
+    return [doc_from_json(raw) for raw in found if raw is not None]
+
+
+def sample(keys: Keys, user_id: str | None, model: str, n: int) -> Flow[Any]:
+    """The user's newest ``n`` vectors of ``model`` (those of the first one's size)."""
+    numbers = yield Cmd(("LRANGE", keys("rl", user_key(user_id)), -n, -1))
+    found = yield Pipe([("HGET", keys("rd", m.decode()), vector_field(model)) for m in numbers], atomic=False)
+    blobs = [b for b in found if b is not None]
+    blobs = [b for b in blobs if len(b) == len(blobs[0])]
+    if not blobs:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+
+
 def save_docs(keys: Keys, docs: Sequence[RecallDoc]) -> Flow[list[bool]]:
     """Store documents (skipping those already stored); whether each one was new."""
     fresh: list[bool] = []
@@ -70,7 +91,7 @@ def save_docs(keys: Keys, docs: Sequence[RecallDoc]) -> Flow[list[bool]]:
                 user_tag(d.user_id),
                 ref(d.ref),
                 tag(d.session_id),
-                d.role,
+                tag(d.role),
                 repr(d.created_at.timestamp()),
                 d.seq,
                 d.key,

@@ -46,8 +46,10 @@ from ...longterm._partition import DocRef, RecallDoc
 from ...longterm.blockstore import BlockRecord, check_save
 from ...longterm.facts import Fact
 from ...longterm.factstore import select_facts
-from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json
+from ...longterm.recallstore import StoreQuery, StoreResult
+from .._longterm_codec import block_from_json, block_to_json, doc_from_json, fact_from_json, fact_to_json
 from . import _recall as recall
+from . import _rsearch as rsearch
 from ._ops import Cmd, Flow, Keys, Op, user_key
 from .store import RedisStore
 
@@ -134,27 +136,87 @@ class RedisBlockStore(_Shared):
 
 
 class RedisRecallStore(_Shared):
-    """A :class:`~convmem.longterm.recallstore.RecallStore` in Redis (lexical ranking stays in the index).
+    """A :class:`~convmem.longterm.recallstore.RecallStore` in Redis; with RediSearch, a searching one.
 
-    Opening it upgrades recall data of the first layout, if any (see :mod:`convmem.stores.redis._recall`).
+    Opening it upgrades recall data of the first layout, if any (see :mod:`convmem.stores.redis._recall`),
+    and, when the server has RediSearch, makes the lexical index (see :mod:`convmem.stores.redis._rsearch`).
     """
 
     def __init__(self, target: RedisStore | str | None = None, *, prefix: str = "convmem:") -> None:
         super().__init__(target, prefix=prefix)
         self._run("upgrade recall documents", lambda: recall.upgrade(self.keys))
+        self.module = self.store.has_search()
+        if self.module:
+            self._run("make the lexical index", lambda: rsearch.ensure_lexical(self.keys))
+        self._indexes: set[tuple[str, int]] = set()  # vector indexes known to exist
+
+    def searches(self) -> bool:
+        """Whether RediSearch is loaded and its lexical index holds every document."""
+        return self.module and self._run("read the index state", lambda: rsearch.ready(self.keys))
 
     def save_docs(self, docs: Sequence[RecallDoc]) -> None:
-        if docs:
-            # A document already stored is skipped: a repeat is harmless.
-            self._run("save recall documents", lambda: recall.save_docs(self.keys, docs))
+        self.insert_docs(docs)
+
+    def insert_docs(self, docs: Sequence[RecallDoc]) -> list[RecallDoc]:
+        if not docs:
+            return []
+        # A document already stored is skipped: a repeat is harmless.
+        fresh = self._run("save recall documents", lambda: recall.save_docs(self.keys, docs))
+        return [d for d, new in zip(docs, fresh, strict=True) if new]
 
     def load_docs(self, user_id: str | None) -> list[RecallDoc]:
         return self._run("load recall documents", lambda: recall.load_docs(self.keys, user_id))
 
     def save_vectors(self, model: str, docs: Sequence[RecallDoc], vectors: Any) -> None:
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-        if len(docs):
-            self._run("save vectors", lambda: recall.save_vectors(self.keys, model, docs, matrix))
+        if not len(docs):
+            return
+        if self.module and (model, matrix.shape[1]) not in self._indexes:
+            self._run("make a vector index", lambda: rsearch.ensure_vectors(self.keys, model, matrix.shape[1]))
+            self._indexes.add((model, matrix.shape[1]))
+        self._run("save vectors", lambda: recall.save_vectors(self.keys, model, docs, matrix))
 
     def load_vectors(self, user_id: str | None, model: str) -> tuple[list[DocRef], Any]:
         return self._run("load vectors", lambda: recall.load_vectors(self.keys, user_id, model))
+
+    def search(self, query: StoreQuery) -> StoreResult:
+        return self._run("search recall documents", lambda: rsearch.search(self.keys, query))
+
+    def missing_vectors(self, user_id: str | None, model: str) -> list[RecallDoc]:
+        return self._run("find documents without vectors", lambda: recall.missing(self.keys, user_id, model))
+
+    def sample_vectors(self, user_id: str | None, model: str, n: int) -> Any:
+        return self._run("sample vectors", lambda: recall.sample(self.keys, user_id, model, n))
+
+    def last_doc(self, user_id: str | None, session_id: str) -> RecallDoc | None:
+        def flow() -> Flow[RecallDoc | None]:
+            scope = rsearch.filters(user_id, rsearch.Where(sessions=[session_id]))
+            reply = yield Cmd(
+                (
+                    "FT.SEARCH",
+                    rsearch.lexical_index(self.keys),
+                    scope,
+                    "SORTBY",
+                    "q",
+                    "DESC",
+                    "RETURN",
+                    1,
+                    "j",
+                    "LIMIT",
+                    0,
+                    1,
+                    "DIALECT",
+                    2,
+                )
+            )
+            rows = rsearch.results(reply, False)[1]
+            return doc_from_json(rows[0][2][b"j"]) if rows else None
+
+        return self._run("read the last document", flow)
+
+    def count_docs(self, user_id: str | None) -> int:
+        return int(self._run("count documents", lambda: _llen(self.keys, user_id)))
+
+
+def _llen(keys: Keys, user_id: str | None) -> Flow[int]:
+    return int((yield Cmd(("LLEN", keys("rl", user_key(user_id))))))

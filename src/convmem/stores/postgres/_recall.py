@@ -1,0 +1,288 @@
+"""Recall searched in PostgreSQL: pgvector HNSW for dense, the stored ``tsvector`` for lexical, as flows.
+
+What comes in, what happens, what goes out:
+
+* **Vectors** stay float32 ``bytea`` in ``recall_vectors`` (the portable copy:
+  nothing is lost if pgvector is dropped, and a server without it reads them).
+  When the ``vector`` extension is installed, :func:`vector_setup` (run at
+  every open, under the migration lock when it has work) adds an
+  ``embedding`` column of pgvector's type, fills it for rows written before,
+  and builds one HNSW index (cosine) per model and dimension:
+  ``hnsw ((embedding::vector(d)) vector_cosine_ops) WHERE model = '<model>' AND dim = d``.
+  An extension installed later is picked up by the next open; a new model's
+  index is made by its first write.
+* **Dense search** walks that index with the user's filter, with pgvector's
+  iterative index scans (``hnsw.iterative_scan = relaxed_order``, re-sorted
+  after): the scan goes on until ``limit`` rows of the user (and the other
+  filters) are found. Chosen over per-user partial indexes and over a table
+  partitioned by user, by measurement (bench/README.md, "Search at scale").
+* **Lexical search** is the ``tsvector`` ranking of :mod:`convmem.stores.postgres._sql`.
+* A search returns candidates of both, the exact cosine of every candidate,
+  and how many documents the filters admit, in one snapshot transaction.
+
+The extension's schema is found at open and written into the SQL (its types,
+operator and operator class are qualified by it), so it works whatever the
+connection's ``search_path``. The model name is a SQL literal in the index
+predicate and the query (so the planner can match the partial index); it is
+quoted here, and a model with a NUL byte is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from ...errors import ConfigurationError
+from ...longterm._np import np
+from ...longterm._partition import RecallDoc, Where
+from ...longterm.recallstore import StoreHit, StoreQuery, StoreResult
+from ..codec import decode_datetime
+from ._ops import Flow, Query, user_key
+
+__all__ = ["save_vectors", "search", "vector_setup"]
+
+EF_SEARCH = 100  # candidates kept per step of the HNSW walk (pgvector's default is 40)
+DOC_COLUMNS = "d.number, d.session_id, d.message_id, d.seq, d.role, d.created_at, d.text, d.key, d.context"
+
+FIND_EXTENSION = "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
+HAS_EMBEDDING = (
+    "SELECT 1 FROM information_schema.columns "
+    "WHERE table_schema = current_schema() AND table_name = 'recall_vectors' AND column_name = 'embedding'"
+)
+MODELS = "SELECT DISTINCT model, dim FROM recall_vectors"
+INDEXES = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'recall_vectors'"
+UNFILLED = "SELECT number, model, vector FROM recall_vectors WHERE embedding IS NULL ORDER BY number, model LIMIT 1000"
+
+
+def literal(text: str) -> str:
+    """``text`` as a SQL string literal (standard_conforming_strings, on by default since PostgreSQL 9.1)."""
+    if "\x00" in text:
+        raise ConfigurationError(f"model name {text!r} holds a NUL byte")
+    return "'" + text.replace("'", "''") + "'"
+
+
+def ident(schema: str) -> str:
+    return '"' + schema.replace('"', '""') + '"'
+
+
+def index_name(model: str, dim: int) -> str:
+    return f"recall_hnsw_{hashlib.sha1(model.encode()).hexdigest()[:16]}_{dim}"
+
+
+def create_index(vs: str, model: str, dim: int) -> str:
+    typ = f"{ident(vs)}.vector({dim})"
+    return (
+        f"CREATE INDEX IF NOT EXISTS {index_name(model, dim)} ON recall_vectors "
+        f"USING hnsw ((embedding::{typ}) {ident(vs)}.vector_cosine_ops) WHERE model = {literal(model)} AND dim = {dim}"
+    )
+
+
+def flat(matrix: Any) -> list[float]:
+    return np.ascontiguousarray(matrix, dtype=np.float32).ravel().tolist()  # type: ignore[no-any-return]
+
+
+def fill(vs: str) -> str:
+    """Set the embedding of the rows ``(number, model)`` from slices of one flat float4 array."""
+    return (
+        "UPDATE recall_vectors r "
+        f"SET embedding = (%(flat)s::real[])[u.start : u.start + r.dim - 1]::{ident(vs)}.vector "
+        "FROM unnest(%(numbers)s::bigint[], %(models)s::text[], %(starts)s::int[]) AS u (number, model, start) "
+        "WHERE r.number = u.number AND r.model = u.model"
+    )
+
+
+def vector_setup(vs: str | None, lock: Query) -> Flow[None]:
+    """Add pgvector's column, values and indexes when the extension is there and they are not (see the docstring)."""
+    if vs is None:
+        return
+    has_column = bool((yield Query(HAS_EMBEDDING)))
+    models = [(m, d) for m, d in (yield Query(MODELS))]
+    indexes = {n for (n,) in (yield Query(INDEXES))}
+    if has_column and all(index_name(m, d) in indexes for m, d in models):
+        return
+    yield lock
+    yield Query(f"ALTER TABLE recall_vectors ADD COLUMN IF NOT EXISTS embedding {ident(vs)}.vector")
+    while rows := (yield Query(UNFILLED)):
+        starts, values, at = [], [], 1
+        for _, _, blob in rows:
+            vector = np.frombuffer(bytes(blob), dtype=np.float32)
+            starts.append(at)
+            values.append(vector)
+            at += len(vector)
+        params = {
+            "flat": np.concatenate(values).tolist(),
+            "numbers": [r[0] for r in rows],
+            "models": [r[1] for r in rows],
+            "starts": starts,
+        }
+        yield Query(fill(vs), params)
+    for model, dim in (yield Query(MODELS)):
+        yield Query(create_index(vs, model, dim))
+
+
+def upsert(vs: str) -> str:
+    """Like ``UPSERT_BYTES``, with pgvector's copy of each vector sliced from one flat float4 array."""
+    return f"""
+        INSERT INTO recall_vectors (number, user_key, model, dim, vector, embedding)
+        SELECT d.number, d.user_key, %(model)s, %(dim)s, u.v,
+               (%(flat)s::real[])[(u.i - 1) * %(dim)s + 1 : u.i * %(dim)s]::{ident(vs)}.vector
+        FROM unnest(%(users)s::text[], %(sessions)s::text[], %(ids)s::text[], %(blobs)s::bytea[])
+            WITH ORDINALITY AS u (uk, s, m, v, i)
+        JOIN recall_docs d ON d.user_key = u.uk AND d.session_id = u.s AND d.message_id = u.m
+        ON CONFLICT (number, model) DO UPDATE
+            SET dim = excluded.dim, vector = excluded.vector, embedding = excluded.embedding
+    """
+
+
+def save_vectors(vs: str | None, model: str, docs: Sequence[RecallDoc], matrix: Any, known: set[str]) -> Flow[None]:
+    """Write vectors (and, with pgvector, make the model's index on its first write; ``known``: indexes seen)."""
+    dim = int(matrix.shape[1])
+    params: dict[str, Any] = {
+        "model": model,
+        "dim": dim,
+        "users": [user_key(d.user_id) for d in docs],
+        "sessions": [d.session_id for d in docs],
+        "ids": [d.message_id for d in docs],
+        "blobs": [matrix[i].tobytes() for i in range(len(docs))],
+    }
+    if vs is None:
+        yield Query(UPSERT_BYTES, params)
+        return
+    name = index_name(model, dim)
+    if name not in known:
+        yield Query(LOCK_INDEXES)
+        yield Query(create_index(vs, model, dim))
+        known.add(name)
+    yield Query(upsert(vs), {**params, "flat": flat(matrix)})
+
+
+# A vector is stored against its document, found by (user, session, message id); none found, nothing stored.
+UPSERT_BYTES = """
+    INSERT INTO recall_vectors (number, user_key, model, dim, vector)
+    SELECT d.number, d.user_key, %(model)s, %(dim)s, u.v
+    FROM unnest(%(users)s::text[], %(sessions)s::text[], %(ids)s::text[], %(blobs)s::bytea[]) AS u (uk, s, m, v)
+    JOIN recall_docs d ON d.user_key = u.uk AND d.session_id = u.s AND d.message_id = u.m
+    ON CONFLICT (number, model) DO UPDATE SET dim = excluded.dim, vector = excluded.vector
+"""
+LOCK_INDEXES = "SELECT pg_advisory_xact_lock(hashtext('convmem.recall_index:' || current_schema()))"
+
+
+# -- search ----------------------------------------------------------------------------------------
+def where_sql(where: Where, params: dict[str, Any]) -> str:
+    """The filters as SQL over ``recall_docs d`` (values added to ``params``)."""
+    parts = []
+    if where.sessions is not None:
+        params["sessions"] = list(where.sessions)
+        parts.append("d.session_id = ANY(%(sessions)s::text[])")
+    if where.since is not None:
+        params["since"] = where.since.timestamp()
+        parts.append("d.created_ts >= %(since)s")
+    if where.until is not None:
+        params["until"] = where.until.timestamp()
+        parts.append("d.created_ts < %(until)s")
+    if where.roles is not None:
+        params["roles"] = list(where.roles)
+        parts.append("d.role = ANY(%(roles)s::text[])")
+    if where.exclude_session is not None:
+        params["xs"], params["xf"] = where.exclude_session, where.exclude_from or 0
+        parts.append("NOT (d.session_id = %(xs)s AND d.seq >= %(xf)s)")
+    return "".join(f" AND {p}" for p in parts)
+
+
+def _vector_sql(vs: str, model: str, dim: int) -> tuple[str, str]:
+    typ = f"{ident(vs)}.vector({dim})"
+    distance = f"v.embedding::{typ} OPERATOR({ident(vs)}.<=>) %(q)s::real[]::{typ}"
+    return distance, f"v.model = {literal(model)} AND v.dim = {dim}"
+
+
+def dense_sql(vs: str, model: str, dim: int, filters: str) -> str:
+    distance, scope = _vector_sql(vs, model, dim)
+    return f"""
+        WITH knn AS MATERIALIZED (
+            SELECT v.number, {distance} AS distance
+            FROM recall_vectors v JOIN recall_docs d ON d.number = v.number
+            WHERE {scope} AND v.user_key = %(user)s AND d.user_key = %(user)s{filters}
+            ORDER BY distance LIMIT %(limit)s
+        )
+        SELECT number, 1 - distance FROM knn ORDER BY distance, number
+    """
+
+
+def cosine_sql(vs: str, model: str, dim: int) -> str:
+    distance, scope = _vector_sql(vs, model, dim)
+    return (
+        f"SELECT v.number, 1 - ({distance}) FROM recall_vectors v "
+        f"WHERE {scope} AND v.user_key = %(user)s AND v.number = ANY(%(numbers)s::bigint[])"
+    )
+
+
+LEXICAL = """
+    SELECT d.number, ts_rank('{{0, 0, 0.5, 1}}', d.tsv, q, 1) AS score
+    FROM recall_docs d, to_tsquery('english', %(query)s) AS q
+    WHERE d.tsv @@ q AND d.user_key = %(user)s{filters}
+    ORDER BY score DESC, d.number
+    LIMIT %(limit)s
+"""
+ADMITTED = "SELECT count(*) FROM recall_docs d WHERE d.user_key = %(user)s{filters}"
+DOCS = f"SELECT {DOC_COLUMNS} FROM recall_docs d WHERE d.user_key = %(user)s AND d.number = ANY(%(numbers)s::bigint[])"
+MISSING = f"""
+    SELECT {DOC_COLUMNS} FROM recall_docs d WHERE d.user_key = %(user)s
+    AND NOT EXISTS (SELECT 1 FROM recall_vectors v WHERE v.number = d.number AND v.model = %(model)s)
+    ORDER BY d.number
+"""
+SAMPLE = (
+    "SELECT dim, vector FROM recall_vectors WHERE user_key = %(user)s AND model = %(model)s "
+    "ORDER BY number DESC LIMIT %(n)s"
+)
+LAST = f"""
+    SELECT {DOC_COLUMNS} FROM recall_docs d WHERE d.user_key = %(user)s AND d.session_id = %(session)s
+    ORDER BY d.seq DESC, d.number DESC LIMIT 1
+"""
+COUNT = "SELECT count(*) FROM recall_docs WHERE user_key = %(user)s"
+SETTINGS = "SELECT set_config('hnsw.ef_search', %(ef)s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+
+
+def doc_of(row: Sequence[Any], user_id: str | None) -> RecallDoc:
+    _, session, mid, seq, role, created, text, key, context = row
+    return RecallDoc(mid, session, user_id, seq, role, text, decode_datetime(created), key, context)
+
+
+def search(vs: str | None, query: StoreQuery, words: str | None) -> Flow[StoreResult]:
+    """Both retrievers' candidates for ``query`` (``words``: its tsquery, None for no lexical search)."""
+    params: dict[str, Any] = {"user": user_key(query.user_id), "limit": query.limit, "ef": str(EF_SEARCH)}
+    filters = where_sql(query.where, params)
+    lexical: list[tuple[int, float]] = []
+    if words is not None:
+        lexical = [(n, float(s)) for n, s in (yield Query(LEXICAL.format(filters=filters), {**params, "query": words}))]
+    dense: list[tuple[int, float]] = []
+    cosines: dict[int, float] = {}
+    if query.vector is not None and query.model is not None and vs is not None:
+        dim = len(query.vector)
+        params["q"] = flat(query.vector)
+        yield Query(SETTINGS, params)
+        dense = [(n, float(s)) for n, s in (yield Query(dense_sql(vs, query.model, dim, filters), params))]
+        cosines = dict(dense)
+        others = [n for n, _ in lexical if n not in cosines]
+        if others:
+            rows = yield Query(cosine_sql(vs, query.model, dim), {**params, "numbers": others})
+            cosines.update((n, float(s)) for n, s in rows)
+    admitted = (yield Query(ADMITTED.format(filters=filters), params))[0][0]
+    numbers = list(dict.fromkeys([n for n, _ in lexical] + [n for n, _ in dense]))
+    if not numbers:
+        return StoreResult([], admitted)
+    docs = {r[0]: doc_of(r, query.user_id) for r in (yield Query(DOCS, {**params, "numbers": numbers}))}
+    lex_rank = {n: (r, s) for r, (n, s) in enumerate(lexical, start=1)}
+    den_rank = {n: r for r, (n, _) in enumerate(dense, start=1)}
+    hits = [
+        StoreHit(
+            docs[n],
+            lex_rank[n][1] if n in lex_rank else None,
+            lex_rank[n][0] if n in lex_rank else None,
+            cosines.get(n),
+            den_rank.get(n),
+        )
+        for n in numbers
+        if n in docs
+    ]
+    return StoreResult(hits, admitted)
