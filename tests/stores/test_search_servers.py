@@ -218,7 +218,8 @@ def test_pgvector_installed_later_gets_its_column_and_index(pgvector_url: str, t
         assert store.searches()
         with psycopg.connect(url, options="-c search_path=convmem") as conn:
             assert conn.execute("SELECT count(*) FROM recall_vectors WHERE embedding IS NULL").fetchone() == (0,)
-            indexes = [r[0] for r in conn.execute("SELECT indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%'")]
+            query = "SELECT indexdef FROM pg_indexes WHERE tablename = 'recall_vectors' AND indexdef LIKE '%hnsw%'"
+            indexes = [r[0] for r in conn.execute(query)]
         assert len(indexes) == 1
         assert "vector_cosine_ops" in indexes[0]
         after = RecallIndex(store=store, embedder=HashingEmbedder(64))
