@@ -38,7 +38,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from ...errors import ConfigurationError, StoreError
 from . import _sql as sql
 from ._ops import Flow, Op, Query, Rows, UniqueViolation
-from ._recall import FIND_EXTENSION, vector_setup
+from ._recall import EF_SEARCH, FIND_EXTENSION, vector_setup
 
 __all__ = ["AsyncDriver", "Settings", "SyncDriver", "convert"]
 
@@ -77,9 +77,11 @@ class Settings:
         where += f"/{params.get('dbname') or params.get('user') or '?'}"
         return cls(url, schema, where, _as_str(params.get("password")), min_size, max_size, timeout)
 
-    def kwargs(self) -> dict[str, Any]:
+    def kwargs(self, vector_search: bool = False) -> dict[str, Any]:
         params = conninfo_to_dict(self.url)
         options = str(params.get("options") or "")
+        if vector_search:  # see _recall: iterative HNSW scans, so a walk filtered by user finds its rows
+            options += f" -c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={EF_SEARCH}"
         return {
             "autocommit": True,
             "connect_timeout": max(1, round(self.timeout)),
@@ -227,7 +229,7 @@ class SyncDriver:
         self.vector_schema = self._call(self._migrate, "open the store")  # pgvector's schema, or None
         self.pool = ConnectionPool(
             settings.url,
-            kwargs=settings.kwargs(),
+            kwargs=settings.kwargs(self.vector_schema is not None),
             min_size=settings.min_size,
             max_size=settings.max_size,
             open=False,
@@ -318,7 +320,7 @@ class AsyncDriver:
                     raise convert(exc, self.settings, "open the store") from None
                 pool = AsyncConnectionPool(
                     self.settings.url,
-                    kwargs=self.settings.kwargs(),
+                    kwargs=self.settings.kwargs(self.vector_schema is not None),
                     min_size=self.settings.min_size,
                     max_size=self.settings.max_size,
                     open=False,

@@ -44,9 +44,10 @@ from ...longterm.recallstore import StoreHit, StoreQuery, StoreResult
 from ..codec import decode_datetime
 from ._ops import Flow, Query, user_key
 
-__all__ = ["save_vectors", "search", "vector_setup"]
+__all__ = ["EF_SEARCH", "save_vectors", "search", "vector_setup"]
 
 EF_SEARCH = 100  # candidates kept per step of the HNSW walk (pgvector's default is 40)
+
 DOC_COLUMNS = "d.number, d.session_id, d.message_id, d.seq, d.role, d.created_at, d.text, d.key, d.context"
 
 FIND_EXTENSION = "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
@@ -89,9 +90,9 @@ def flat(matrix: Any) -> list[float]:
 def fill(vs: str) -> str:
     """Set the embedding of the rows ``(number, model)`` from slices of one flat float4 array."""
     return (
-        "UPDATE recall_vectors r "
-        f"SET embedding = (%(flat)s::real[])[u.start : u.start + r.dim - 1]::{ident(vs)}.vector "
-        "FROM unnest(%(numbers)s::bigint[], %(models)s::text[], %(users)s::text[], %(starts)s::int[]) "
+        "WITH f AS MATERIALIZED (SELECT %(flat)s::real[] AS a) UPDATE recall_vectors r "
+        f"SET embedding = f.a[u.start : u.start + r.dim - 1]::{ident(vs)}.vector "
+        "FROM f, unnest(%(numbers)s::bigint[], %(models)s::text[], %(users)s::text[], %(starts)s::int[]) "
         "AS u (number, model, user_key, start) "
         "WHERE r.number = u.number AND r.model = u.model AND r.user_key = u.user_key"
     )
@@ -130,10 +131,11 @@ def vector_setup(vs: str | None, lock: Query) -> Flow[None]:
 def upsert(vs: str) -> str:
     """Like ``UPSERT_BYTES``, with pgvector's copy of each vector sliced from one flat float4 array."""
     return f"""
+        WITH f AS MATERIALIZED (SELECT %(flat)s::real[] AS a)  -- parsed once, sliced per row
         INSERT INTO recall_vectors (number, user_key, model, dim, vector, embedding)
         SELECT d.number, d.user_key, %(model)s, %(dim)s, u.v,
-               (%(flat)s::real[])[(u.i - 1) * %(dim)s + 1 : u.i * %(dim)s]::{ident(vs)}.vector
-        FROM unnest(%(users)s::text[], %(sessions)s::text[], %(ids)s::text[], %(blobs)s::bytea[])
+               f.a[(u.i - 1) * %(dim)s + 1 : u.i * %(dim)s]::{ident(vs)}.vector
+        FROM f, unnest(%(users)s::text[], %(sessions)s::text[], %(ids)s::text[], %(blobs)s::bytea[])
             WITH ORDINALITY AS u (uk, s, m, v, i)
         JOIN recall_docs d ON d.user_key = u.uk AND d.session_id = u.s AND d.message_id = u.m
         ON CONFLICT (user_key, number, model) DO UPDATE
@@ -196,42 +198,58 @@ def where_sql(where: Where, params: dict[str, Any]) -> str:
     return "".join(f" AND {p}" for p in parts)
 
 
-def _vector_sql(vs: str, model: str, dim: int) -> tuple[str, str]:
+def _distance(vs: str, dim: int) -> str:
     typ = f"{ident(vs)}.vector({dim})"
-    distance = f"v.embedding::{typ} OPERATOR({ident(vs)}.<=>) %(q)s::real[]::{typ}"
-    return distance, f"v.model = {literal(model)} AND v.dim = {dim}"
+    return f"v.embedding::{typ} OPERATOR({ident(vs)}.<=>) %(q)s::real[]::{typ}"
 
 
-def dense_sql(vs: str, model: str, dim: int, filters: str) -> str:
-    distance, scope = _vector_sql(vs, model, dim)
-    return f"""
-        WITH knn AS MATERIALIZED (
-            SELECT v.number, {distance} AS distance
-            FROM recall_vectors v JOIN recall_docs d ON d.number = v.number
-            WHERE {scope} AND v.user_key = %(user)s AND d.user_key = %(user)s{filters}
-            ORDER BY distance LIMIT %(limit)s
+def search_sql(vs: str | None, model: str | None, dim: int, lexical: bool, filters: str) -> str:
+    """One statement: both retrievers' candidates, the cosine of each, their documents, the admitted count.
+
+    Rows: the document columns, its lexical score, its distance if the walk found it, its cosine, and
+    the admitted count; a last row holds only the count. The walk is a materialized step of its own
+    (the HNSW index scan, stopped at ``limit``), which the planner cannot merge with the rest.
+    """
+    ctes = [f"adm AS (SELECT count(*) AS n FROM recall_docs d WHERE d.user_key = %(user)s{filters})"]
+    if lexical:
+        ctes.append(
+            f"""lex AS (
+            SELECT d.number, ts_rank('{{0, 0, 0.5, 1}}', d.tsv, q, 1) AS score
+            FROM recall_docs d, to_tsquery('english', %(query)s) AS q
+            WHERE d.tsv @@ q AND d.user_key = %(user)s{filters}
+            ORDER BY score DESC, d.number LIMIT %(limit)s)"""
         )
-        SELECT number, 1 - distance FROM knn ORDER BY distance, number
+    else:
+        ctes.append("lex AS (SELECT NULL::bigint AS number, NULL::real AS score WHERE false)")
+    cosine = distance = "NULL::double precision"
+    joins, numbers = "", "SELECT number FROM lex"
+    if vs is not None and model is not None:
+        scope = f"v.model = {literal(model)} AND v.dim = {dim} AND v.user_key = %(user)s"
+        ctes.append(
+            f"""knn AS MATERIALIZED (
+            SELECT v.number, {_distance(vs, dim)} AS distance
+            FROM recall_vectors v JOIN recall_docs d ON d.number = v.number
+            WHERE {scope} AND d.user_key = %(user)s{filters}
+            ORDER BY distance LIMIT %(limit)s)"""
+        )
+        ctes.append(
+            f"""cos AS (SELECT v.number, 1 - ({_distance(vs, dim)}) AS cosine FROM recall_vectors v
+            WHERE {scope} AND v.number IN (SELECT number FROM lex EXCEPT SELECT number FROM knn))"""
+        )
+        cosine, distance = "coalesce(1 - knn.distance, cos.cosine)", "knn.distance"
+        joins = "LEFT JOIN knn ON knn.number = c.number LEFT JOIN cos ON cos.number = c.number"
+        numbers = "SELECT number FROM lex UNION SELECT number FROM knn"
+    nulls = ", ".join(["NULL"] * 12)
+    return f"""
+        WITH {", ".join(ctes)}, c AS ({numbers})
+        SELECT {DOC_COLUMNS}, lex.score::double precision, {distance}, {cosine}, adm.n
+        FROM c JOIN recall_docs d ON d.number = c.number AND d.user_key = %(user)s
+        LEFT JOIN lex ON lex.number = c.number {joins}
+        CROSS JOIN adm
+        UNION ALL SELECT {nulls}, adm.n FROM adm
     """
 
 
-def cosine_sql(vs: str, model: str, dim: int) -> str:
-    distance, scope = _vector_sql(vs, model, dim)
-    return (
-        f"SELECT v.number, 1 - ({distance}) FROM recall_vectors v "
-        f"WHERE {scope} AND v.user_key = %(user)s AND v.number = ANY(%(numbers)s::bigint[])"
-    )
-
-
-LEXICAL = """
-    SELECT d.number, ts_rank('{{0, 0, 0.5, 1}}', d.tsv, q, 1) AS score
-    FROM recall_docs d, to_tsquery('english', %(query)s) AS q
-    WHERE d.tsv @@ q AND d.user_key = %(user)s{filters}
-    ORDER BY score DESC, d.number
-    LIMIT %(limit)s
-"""
-ADMITTED = "SELECT count(*) FROM recall_docs d WHERE d.user_key = %(user)s{filters}"
-DOCS = f"SELECT {DOC_COLUMNS} FROM recall_docs d WHERE d.user_key = %(user)s AND d.number = ANY(%(numbers)s::bigint[])"
 MISSING = f"""
     SELECT {DOC_COLUMNS} FROM recall_docs d WHERE d.user_key = %(user)s
     AND NOT EXISTS (SELECT 1 FROM recall_vectors v WHERE v.number = d.number AND v.model = %(model)s)
@@ -246,7 +264,6 @@ LAST = f"""
     ORDER BY d.seq DESC, d.number DESC LIMIT 1
 """
 COUNT = "SELECT count(*) FROM recall_docs WHERE user_key = %(user)s"
-SETTINGS = "SELECT set_config('hnsw.ef_search', %(ef)s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 
 
 def doc_of(row: Sequence[Any], user_id: str | None) -> RecallDoc:
@@ -256,39 +273,24 @@ def doc_of(row: Sequence[Any], user_id: str | None) -> RecallDoc:
 
 def search(vs: str | None, query: StoreQuery, words: str | None) -> Flow[StoreResult]:
     """Both retrievers' candidates for ``query`` (``words``: its tsquery, None for no lexical search)."""
-    params: dict[str, Any] = {"user": user_key(query.user_id), "limit": query.limit, "ef": str(EF_SEARCH)}
+    params: dict[str, Any] = {"user": user_key(query.user_id), "limit": query.limit, "query": words}
     filters = where_sql(query.where, params)
-    lexical: list[tuple[int, float]] = []
-    if words is not None:
-        lexical = [(n, float(s)) for n, s in (yield Query(LEXICAL.format(filters=filters), {**params, "query": words}))]
-    dense: list[tuple[int, float]] = []
-    cosines: dict[int, float] = {}
-    if query.vector is not None and query.model is not None and vs is not None:
-        dim = len(query.vector)
+    dense = query.vector is not None and query.model is not None and vs is not None
+    dim = len(query.vector) if dense else 0
+    if dense:
         params["q"] = flat(query.vector)
-        yield Query(SETTINGS, params)
-        dense = [(n, float(s)) for n, s in (yield Query(dense_sql(vs, query.model, dim, filters), params))]
-        cosines = dict(dense)
-        others = [n for n, _ in lexical if n not in cosines]
-        if others:
-            rows = yield Query(cosine_sql(vs, query.model, dim), {**params, "numbers": others})
-            cosines.update((n, float(s)) for n, s in rows)
-    admitted = (yield Query(ADMITTED.format(filters=filters), params))[0][0]
-    numbers = list(dict.fromkeys([n for n, _ in lexical] + [n for n, _ in dense]))
-    if not numbers:
-        return StoreResult([], admitted)
-    docs = {r[0]: doc_of(r, query.user_id) for r in (yield Query(DOCS, {**params, "numbers": numbers}))}
-    lex_rank = {n: (r, s) for r, (n, s) in enumerate(lexical, start=1)}
-    den_rank = {n: r for r, (n, _) in enumerate(dense, start=1)}
-    hits = [
-        StoreHit(
-            docs[n],
-            lex_rank[n][1] if n in lex_rank else None,
-            lex_rank[n][0] if n in lex_rank else None,
-            cosines.get(n),
-            den_rank.get(n),
-        )
-        for n in numbers
-        if n in docs
-    ]
+    rows = yield Query(search_sql(vs, query.model if dense else None, dim, words is not None, filters), params)
+    admitted = int(rows[-1][-1])  # the last row carries only the count
+    found = [r for r in rows if r[0] is not None]
+    lexical = sorted((r for r in found if r[9] is not None), key=lambda r: (-r[9], r[0]))
+    walked = sorted((r for r in found if r[10] is not None), key=lambda r: (r[10], r[0]))
+    lex_rank = {r[0]: i for i, r in enumerate(lexical, start=1)}
+    den_rank = {r[0]: i for i, r in enumerate(walked, start=1)}
+    by_number = {r[0]: r for r in found}
+    hits = []
+    for number in dict.fromkeys([r[0] for r in lexical] + [r[0] for r in walked]):
+        r = by_number[number]
+        score = float(r[9]) if r[9] is not None else None
+        cosine = float(r[11]) if r[11] is not None else None
+        hits.append(StoreHit(doc_of(r[:9], query.user_id), score, lex_rank.get(number), cosine, den_rank.get(number)))
     return StoreResult(hits, admitted)

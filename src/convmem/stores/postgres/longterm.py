@@ -243,7 +243,7 @@ class PostgresRecallStore(_Shared):
     def search(self, query: StoreQuery) -> StoreResult:
         words = tsquery(query.text) if query.text is not None else None
         schema = self.store.db.vector_schema
-        return self._run("search recall documents", lambda: recall.search(schema, query, words), "snapshot")
+        return self._run("search recall documents", lambda: recall.search(schema, query, words))
 
     def missing_vectors(self, user_id: str | None, model: str) -> list[RecallDoc]:
         def flow() -> Flow[list[RecallDoc]]:
