@@ -130,7 +130,7 @@ def drop(path: str, urls: dict[str, str], where: Path) -> None:
         (where / "search.db").unlink(missing_ok=True)
 
 
-def build(path: str, urls: dict[str, str], where: Path, size: int, queries: int) -> dict[str, Any]:
+def build(path: str, urls: dict[str, str], where: Path, size: int, queries: int, bulk: bool) -> dict[str, Any]:
     """Write the archive through the store; save the queries and their exact answers for the query process."""
     from convmem.longterm.embedders import HashingEmbedder
 
@@ -142,7 +142,14 @@ def build(path: str, urls: dict[str, str], where: Path, size: int, queries: int)
     for start in range(0, size, batch):
         store.save_docs(docs[start : start + batch])
         store.save_vectors(MODEL, docs[start : start + batch], vectors[start : start + batch])
+        if bulk and path == "pgvector" and start == 0:
+            drop_hnsw(urls[path])  # import without the index; the next open builds it
     built = time.perf_counter() - started
+    index_s = None
+    if bulk and path == "pgvector":
+        started = time.perf_counter()
+        open_store(path, urls, where)  # vector_setup: the model's index is missing, so it is built now
+        index_s = time.perf_counter() - started
     _, questions = locomo()
     rng = random.Random(11)
     asked = [(rng.choice(questions), f"user{rng.randrange(USERS):03d}") for _ in range(queries)]
@@ -154,7 +161,16 @@ def build(path: str, urls: dict[str, str], where: Path, size: int, queries: int)
         best = mine[np.argsort(-(vectors[mine] @ v), kind="stable")[:10]]
         truth.append([[docs[i].session_id, docs[i].message_id] for i in best])
     (where / "queries.json").write_text(json.dumps({"asked": asked, "truth": truth}))
-    return {"build_s": built}
+    return {"build_s": round(built, 1), "bulk_index_build_s": index_s and round(index_s, 1)}
+
+
+def drop_hnsw(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, options=f"-c search_path={SCHEMA}") as conn:
+        names = conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'recall_hnsw_%%'").fetchall()
+        for (name,) in names:
+            conn.execute(f"DROP INDEX IF EXISTS {name}".encode())
 
 
 def query(path: str, urls: dict[str, str], where: Path) -> dict[str, Any]:
@@ -194,7 +210,7 @@ def query(path: str, urls: dict[str, str], where: Path) -> dict[str, Any]:
 def child(args: argparse.Namespace) -> None:
     urls = json.loads(args.urls)
     where = Path(args.where)
-    result = build(args.child, urls, where, args.size, args.queries) if args.phase == "build" else None
+    result = build(args.child, urls, where, args.size, args.queries, args.bulk) if args.phase == "build" else None
     result = result or query(args.child, urls, where)
     print("RESULT " + json.dumps(result), flush=True)
 
@@ -202,6 +218,7 @@ def child(args: argparse.Namespace) -> None:
 def run_child(path: str, phase: str, urls: dict[str, str], where: Path, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", path, "--phase", phase, "--urls", json.dumps(urls)]
     cmd += ["--where", str(where), "--size", str(args.size), "--queries", str(args.queries)]
+    cmd += ["--bulk"] if args.bulk else []
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
@@ -215,6 +232,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--keep", action="store_true", help="leave the data in the servers")
+    parser.add_argument("--bulk", action="store_true", help="pgvector: import without the HNSW index, build it after")
     parser.add_argument("--child")
     parser.add_argument("--phase")
     parser.add_argument("--urls")
