@@ -45,6 +45,7 @@ from ._recall import tag, user_tag, vector_field
 __all__ = ["Where", "ensure_lexical", "ensure_vectors", "filters", "lexical_index", "ready", "results", "search"]
 
 EF_RUNTIME = 100  # candidates kept per step of the HNSW walk
+SCORER = "BM25STD"  # Okapi BM25 as the in-process index computes it (RediSearch's "BM25" is a variant)
 MAX_TERMS = 64
 _WORDS = re.compile(r"[^\W_]+", re.UNICODE)
 _FILTERS = ["u", "TAG", "s", "TAG", "r", "TAG", "t", "NUMERIC", "q", "NUMERIC", "SORTABLE"]
@@ -136,7 +137,7 @@ def search(keys: Keys, query: StoreQuery) -> Flow[StoreResult]:
                 lexical_index(keys),
                 f"{scope} {text}",
                 "SCORER",
-                "BM25",
+                SCORER,
                 "WITHSCORES",
                 "RETURN",
                 1,
