@@ -130,7 +130,9 @@ def drop(path: str, urls: dict[str, str], where: Path) -> None:
         (where / "search.db").unlink(missing_ok=True)
 
 
-def build(path: str, urls: dict[str, str], where: Path, size: int, queries: int, bulk: bool) -> dict[str, Any]:
+def build(
+    path: str, urls: dict[str, str], where: Path, size: int, queries: int, bulk: bool, lexical_only: bool
+) -> dict[str, Any]:
     """Write the archive through the store; save the queries and their exact answers for the query process."""
     from convmem.longterm.embedders import HashingEmbedder
 
@@ -141,7 +143,8 @@ def build(path: str, urls: dict[str, str], where: Path, size: int, queries: int,
     batch = 1000
     for start in range(0, size, batch):
         store.save_docs(docs[start : start + batch])
-        store.save_vectors(MODEL, docs[start : start + batch], vectors[start : start + batch])
+        if not lexical_only:
+            store.save_vectors(MODEL, docs[start : start + batch], vectors[start : start + batch])
         if bulk and path == "pgvector" and start == 0:
             drop_hnsw(urls[path])  # import without the index; the next open builds it
     built = time.perf_counter() - started
@@ -173,21 +176,21 @@ def drop_hnsw(url: str) -> None:
             conn.execute(f"DROP INDEX IF EXISTS {name}".encode())
 
 
-def query(path: str, urls: dict[str, str], where: Path) -> dict[str, Any]:
+def query(path: str, urls: dict[str, str], where: Path, lexical_only: bool) -> dict[str, Any]:
     from convmem.longterm.embedders import HashingEmbedder
     from convmem.longterm.recall import RecallIndex
 
     spec = json.loads((where / "queries.json").read_text())
     store = open_store(path, urls, where)
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    recall = RecallIndex(store=store, embedder=HashingEmbedder(DIM))
+    recall = RecallIndex(store=store, embedder=None if lexical_only else HashingEmbedder(DIM))
     server = getattr(recall, "_remote", None) is not None
     started = time.perf_counter()
     for user in sorted({u for _, u in spec["asked"]}):
         recall.count(user_id=user)  # a fallback loads the user's documents and vectors here
     load_s = time.perf_counter() - started
     out: dict[str, Any] = {"server_side": server, "load_all_users_s": round(load_s, 2)}
-    for mode in ("lexical", "dense", "hybrid"):
+    for mode in ("lexical",) if lexical_only else ("lexical", "dense", "hybrid"):
         times, hits = [], 0
         for (question, user), exact in zip(spec["asked"], spec["truth"], strict=True):
             t = time.perf_counter()
@@ -210,8 +213,10 @@ def query(path: str, urls: dict[str, str], where: Path) -> dict[str, Any]:
 def child(args: argparse.Namespace) -> None:
     urls = json.loads(args.urls)
     where = Path(args.where)
-    result = build(args.child, urls, where, args.size, args.queries, args.bulk) if args.phase == "build" else None
-    result = result or query(args.child, urls, where)
+    if args.phase == "build":
+        result = build(args.child, urls, where, args.size, args.queries, args.bulk, args.lexical_only)
+    else:
+        result = query(args.child, urls, where, args.lexical_only)
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -219,6 +224,7 @@ def run_child(path: str, phase: str, urls: dict[str, str], where: Path, args: ar
     cmd = [sys.executable, __file__, "--child", path, "--phase", phase, "--urls", json.dumps(urls)]
     cmd += ["--where", str(where), "--size", str(args.size), "--queries", str(args.queries)]
     cmd += ["--bulk"] if args.bulk else []
+    cmd += ["--lexical-only"] if args.lexical_only else []
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
@@ -233,6 +239,7 @@ def main() -> None:
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--keep", action="store_true", help="leave the data in the servers")
     parser.add_argument("--bulk", action="store_true", help="pgvector: import without the HNSW index, build it after")
+    parser.add_argument("--lexical-only", action="store_true", help="documents only; lexical search only")
     parser.add_argument("--child")
     parser.add_argument("--phase")
     parser.add_argument("--urls")
