@@ -99,7 +99,8 @@ class StoreHit:
 
 @dataclass(frozen=True, slots=True)
 class StoreResult:
-    """The candidates of both retrievers, and how many documents the filters admit (fusion's population)."""
+    """The candidates of both retrievers, and how many documents the filters admit (fusion's population;
+    0 when the query asked only one retriever, which needs no fusion)."""
 
     hits: list[StoreHit]
     admitted: int

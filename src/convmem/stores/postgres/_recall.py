@@ -203,7 +203,10 @@ def search_sql(vs: str | None, model: str | None, dim: int, lexical: bool, filte
     the admitted count; a last row holds only the count. The walk is a materialized step of its own
     (the HNSW index scan, stopped at ``limit``), which the planner cannot merge with the rest.
     """
-    ctes = [f"adm AS (SELECT count(*) AS n FROM recall_docs d WHERE d.user_key = %(user)s{filters})"]
+    # Only fusion needs the admitted count; a single retriever's ranking does not pay for it.
+    both = lexical and vs is not None and model is not None
+    count = f"SELECT count(*) AS n FROM recall_docs d WHERE d.user_key = %(user)s{filters}" if both else "SELECT 0 AS n"
+    ctes = [f"adm AS ({count})"]
     if lexical:
         ctes.append(
             f"""lex AS (

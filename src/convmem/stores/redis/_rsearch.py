@@ -128,8 +128,12 @@ def results(reply: Any, scored: bool) -> tuple[int, list[Row]]:
 
 def search(keys: Keys, query: StoreQuery) -> Flow[StoreResult]:
     scope = filters(query.user_id, query.where)
-    calls: list[tuple[Any, ...]] = [("FT.SEARCH", lexical_index(keys), scope, "LIMIT", 0, 0, "DIALECT", 2)]
     text = words(query.text) if query.text is not None else None
+    both = text is not None and query.vector is not None and query.model is not None
+    # Only fusion needs the admitted count; a single retriever's ranking does not pay for it.
+    calls: list[tuple[Any, ...]] = (
+        [("FT.SEARCH", lexical_index(keys), scope, "LIMIT", 0, 0, "DIALECT", 2)] if both else []
+    )
     if text is not None:
         calls.append(
             (
@@ -180,8 +184,8 @@ def search(keys: Keys, query: StoreQuery) -> Flow[StoreResult]:
             )
         )
     replies = yield Pipe(calls, atomic=False)
-    admitted = results(replies[0], False)[0]
-    lexical = results(replies[1], True)[1] if text is not None else []
+    admitted = results(replies[0], False)[0] if both else 0
+    lexical = results(replies[1 if both else 0], True)[1] if text is not None else []
     dense = results(replies[-1], False)[1] if vector is not None else []
     dense.sort(key=lambda row: (float(row[2].get(b"dist", 2.0)), len(row[0]), row[0]))  # ties: the older first
     docs: dict[bytes, RecallDoc] = {}
