@@ -101,13 +101,19 @@ def fill(vs: str) -> str:
 
 
 def vector_setup(vs: str | None, lock: Query) -> Flow[None]:
-    """Add pgvector's column, values and indexes when the extension is there and they are not (see the docstring)."""
+    """Add pgvector's column, values and indexes when the extension is there and they are not (see the docstring).
+
+    An open checks the column and that some HNSW index exists (two catalog reads); with none (the extension
+    is new, or the indexes were dropped for a bulk import), it builds one per model found.
+    """
     if vs is None:
         return
     has_column = bool((yield Query(HAS_EMBEDDING)))
+    indexes = {n for (n,) in (yield Query(INDEXES)) if n.startswith("recall_hnsw_")}
+    if has_column and indexes:
+        return  # set up already; listing the models would read every vector row at every open
     models = [(m, d) for m, d in (yield Query(MODELS))]
-    indexes = {n for (n,) in (yield Query(INDEXES))}
-    if has_column and all(index_name(m, d) in indexes for m, d in models):
+    if has_column and not models:
         return
     yield lock
     yield Query(f"ALTER TABLE recall_vectors ADD COLUMN IF NOT EXISTS embedding {ident(vs)}.vector")
