@@ -267,3 +267,16 @@ def test_machine_servers_have_no_search_and_use_the_fallback() -> None:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(b"DROP SCHEMA IF EXISTS convmem_t_fallback_probe CASCADE")
         drop_redis(REDIS_URL, "convmem-t-fallback-probe:")
+
+
+def test_any_user_text_is_a_safe_query_in_the_servers(server: Server) -> None:
+    """Query syntax of tsquery and RediSearch, typed by a user, is just words (or nothing) to the server."""
+    recall = RecallIndex(store=server.open(), embedder=HashingEmbedder(64))
+    recall.add(corpus(["u", "other"], per_user=12))
+    hostile = ['"', "@u:{2d}", "*", "-(", "|", "=>[KNN 10 @v $vec]", "$vec", "{", "%%", "a:* & !b", "@s:{x} | @r:[0 1]"]
+    hostile += ["'; DROP TABLE recall_docs; --", "\\", "NEAR/3", "~violin", "%(user)s", "\x00", "violin)"]
+    for query in hostile:
+        for mode in ("lexical", "dense", "hybrid"):
+            hits = recall.search(query, user_id="u", k=50, mode=mode)  # type: ignore[arg-type]
+            assert all(h.doc.user_id == "u" for h in hits), (query, mode)
+    assert [h.doc.message_id for h in recall.search("violin)", user_id="u", k=1, mode="lexical")] == ["m4"]
