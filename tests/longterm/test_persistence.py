@@ -173,7 +173,7 @@ def test_vectors_missing_at_archive_are_stored_when_retried(tmp_path: Path) -> N
     assert store.load_vectors("u", "flaky")[0] == []
     embedder.broken = False
     assert recall.flush() == 1
-    assert store.load_vectors("u", "flaky")[0] == ["m1"]
+    assert store.load_vectors("u", "flaky")[0] == [("s", "m1")]
 
 
 def test_file_store_reports_a_corrupt_log(tmp_path: Path) -> None:

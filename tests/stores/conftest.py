@@ -1,4 +1,7 @@
-"""Fixtures the store tests share."""
+"""Fixtures the store tests share: a test-owned Redis per test, and session-wide search servers.
+
+The search servers (see ``_search_servers``) are started on first use and stopped at the end of the session.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ._search_servers import PgVectorServer, SearchRedis
 from ._servers import RedisServer
 
 
@@ -16,3 +20,21 @@ def redis_server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Red
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = PgVectorServer(tmp_path_factory.mktemp("pgvector"))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redisearch_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = SearchRedis(tmp_path_factory.mktemp("redisearch"))
+    try:
+        yield server.url
+    finally:
+        server.stop()

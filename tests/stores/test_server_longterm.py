@@ -219,8 +219,8 @@ def test_vectors_missing_at_archive_are_stored_when_retried(opened: Opened) -> N
     assert opened.recall.load_vectors("u", "flaky")[0] == []
     embedder.broken = False
     assert recall.flush() == 1
-    ids, matrix = opened.recall.load_vectors("u", "flaky")
-    assert (ids, matrix.shape) == (["m1"], (1, 64))
+    refs, matrix = opened.recall.load_vectors("u", "flaky")
+    assert (refs, matrix.shape) == ([("s", "m1")], (1, 64))
 
 
 def test_server_side_vector_search_is_detected(opened: Opened) -> None:
@@ -243,8 +243,8 @@ def test_users_and_models_whose_names_run_together_stay_apart(opened: Opened) ->
     """User "a:b" with model "c" and user "a" with model "b:c" must not share vectors."""
     docs = [RecallDoc("x", "s", "a:b", 0, "user", "hi", T0, "hi"), RecallDoc("y", "s", "a", 0, "user", "hi", T0, "hi")]
     opened.recall.save_docs(docs)
-    opened.recall.save_vectors("c", ["x"], [[1.0, 0.0]])
-    opened.recall.save_vectors("b:c", ["y"], [[0.0, 1.0]])
-    assert opened.recall.load_vectors("a:b", "c")[0] == ["x"]
-    assert opened.recall.load_vectors("a", "b:c")[0] == ["y"]
+    opened.recall.save_vectors("c", docs[:1], [[1.0, 0.0]])
+    opened.recall.save_vectors("b:c", docs[1:], [[0.0, 1.0]])
+    assert opened.recall.load_vectors("a:b", "c")[0] == [("s", "x")]
+    assert opened.recall.load_vectors("a", "b:c")[0] == [("s", "y")]
     assert opened.recall.load_vectors("a", "c")[0] == []

@@ -19,9 +19,10 @@ from typing import Any
 from ._np import np
 from .lexical import BM25Index
 
-__all__ = ["Partition", "RecallDoc", "Where", "top"]
+__all__ = ["DocRef", "Partition", "RecallDoc", "RecallHit", "Where", "top"]
 
 Array = np.ndarray[Any, Any]
+DocRef = tuple[str, str]  # (session id, message id): a document's identity within its user
 ROLE_CODES = {"user": 0, "assistant": 1, "tool": 2, "system": 3, "developer": 4}
 
 
@@ -29,8 +30,13 @@ ROLE_CODES = {"user": 0, "assistant": 1, "tool": 2, "system": 3, "developer": 4}
 class RecallDoc:
     """An archived message as recall sees it.
 
+    A document is identified by its user, its session and its message id
+    together (:attr:`ref` within the user): message ids are unique only per
+    session in some stores, so two sessions (or two users) may both hold an
+    ``m1``, and neither may replace the other.
+
     Attributes:
-        message_id: the message's id (unique across sessions).
+        message_id: the message's id (unique within its session).
         session_id: its session.
         user_id: its user (the partition it lives in).
         seq: its position in the session.
@@ -52,6 +58,21 @@ class RecallDoc:
     key: str
     context: str = ""
 
+    @property
+    def ref(self) -> DocRef:
+        """The document's identity within its user's archive: (session id, message id)."""
+        return (self.session_id, self.message_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One result: the document, its fused (or single-retriever) score, and its rank in each retriever."""
+
+    doc: RecallDoc
+    score: float
+    lexical_rank: int | None = None
+    dense_rank: int | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class Where:
@@ -70,7 +91,7 @@ class Partition:
 
     def __init__(self) -> None:
         self.docs: list[RecallDoc] = []
-        self.numbers: dict[str, int] = {}
+        self.numbers: dict[DocRef, int] = {}
         self._sessions: dict[str, int] = {}
         self._session_col = array("i")
         self._seq_col = array("q")
@@ -87,11 +108,11 @@ class Partition:
 
     def add(self, doc: RecallDoc, tokens: Sequence[str]) -> int | None:
         """Index ``doc``; returns its number, or None if it is already indexed."""
-        if doc.message_id in self.numbers:
+        if doc.ref in self.numbers:
             return None
         number = self.lexical.add(tokens)
         self.docs.append(doc)
-        self.numbers[doc.message_id] = number
+        self.numbers[doc.ref] = number
         self._session_col.append(self._sessions.setdefault(doc.session_id, len(self._sessions)))
         self._seq_col.append(doc.seq)
         self._time_col.append(doc.created_at.timestamp())

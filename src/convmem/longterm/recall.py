@@ -54,27 +54,18 @@ from typing import Any, Literal, TypeAlias
 from ..errors import ConfigurationError, LLMError
 from ..messages import Message, StoredMessage
 from ._np import np
-from ._partition import Partition, RecallDoc, Where, top
+from ._partition import Partition, RecallDoc, RecallHit, Where, top
+from ._storesearch import StoreSearch
 from .embedders import Embedder, embed_checked
 from .fusion import rrf, zscore
 from .lexical import tokenize
-from .recallstore import LexicalRecallStore, RecallStore
+from .recallstore import LexicalRecallStore, RecallStore, SearchingRecallStore
 
 __all__ = ["Keys", "Mode", "RecallDoc", "RecallHit", "RecallIndex", "Where"]
 
 Mode: TypeAlias = Literal["lexical", "dense", "hybrid"]
 Fusion: TypeAlias = Literal["rrf", "zscore"]
 RECALL_ROLES = frozenset({"user", "assistant", "tool"})
-
-
-@dataclass(frozen=True, slots=True)
-class RecallHit:
-    """One result: the document, its fused (or single-retriever) score, and its rank in each retriever."""
-
-    doc: RecallDoc
-    score: float
-    lexical_rank: int | None = None
-    dense_rank: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,14 +86,19 @@ class Keys:
     facts: Any = None
     context: bool = True
 
-    def build(self, message: Message, user_id: str | None) -> str:
+    def build(self, message: Message, user_id: str | None, session_id: str | None = None) -> str:
+        """The key of ``message``; facts sourced from it must come from its session (ids repeat across sessions)."""
         text = message.text
         if self.speaker:
             text = f"{message.name or message.role}: {text}"
         if self.date and message.created_at is not None:
             text = f"{text} ({message.created_at.day} {message.created_at:%B %Y})"
         if self.facts is not None and message.id is not None:
-            sourced = [f.text for f in self.facts.history(user_id=user_id) if message.id in f.source_message_ids]
+            sourced = [
+                f.text
+                for f in self.facts.history(user_id=user_id)
+                if message.id in f.source_message_ids and (session_id is None or f.session_id in (None, session_id))
+            ]
             if sourced:
                 text = f"{text}\n" + "\n".join(sourced)
         return text
@@ -122,8 +118,10 @@ class RecallIndex:
         weights: (lexical, dense) weights of the fusion; default (1, 1) for z-score, (1, 0.5) for RRF.
         roles: which roles are indexed (tool results are, system prompts are not).
         store: persists documents and vectors (write-through; a user's partition loads on first use).
-        lexical: ``"store"`` searches with the store's own index (SQLite FTS5), ``"memory"``
-            with in-process BM25; ``"auto"`` picks the store's when it has one.
+            A store whose server searches (pgvector, RediSearch) keeps everything there instead:
+            nothing of a user is loaded, and both retrievers run in the server (:mod:`._storesearch`).
+        lexical: ``"store"`` searches with the store's own index (SQLite FTS5, PostgreSQL, RediSearch),
+            ``"memory"`` in process (dense too); ``"auto"`` picks the store's when it has one.
     """
 
     def __init__(
@@ -162,16 +160,22 @@ class RecallIndex:
         if lexical == "store" and not isinstance(store, LexicalRecallStore):
             raise ConfigurationError("lexical='store' needs a store with its own lexical index (SQLiteRecallStore)")
         self._store_lexical = isinstance(store, LexicalRecallStore) and lexical != "memory"
+        remote = store if isinstance(store, SearchingRecallStore) and lexical != "memory" else None
+        self._remote = StoreSearch(self, remote) if remote is not None and remote.searches() else None
         self._lock = threading.RLock()
 
     # -- indexing ----------------------------------------------------------------------------
     def add(self, docs: Sequence[RecallDoc]) -> int:
-        """Index documents (already-indexed message ids are skipped); returns how many were new.
+        """Index documents (already-indexed ones are skipped); returns how many were new.
+
+        A document is already indexed when its user, session and message id all match one that is.
 
         Raises LLMError if embedding fails; the documents stay indexed lexically.
         """
         with self._lock:
-            fresh = [d for d in docs if d.message_id not in self._partition(d.user_id).numbers]
+            if self._remote is not None:
+                return self._remote.add(list(docs))
+            fresh = [d for d in docs if d.ref not in self._partition(d.user_id).numbers]
             if fresh and self.store is not None:
                 self.store.save_docs(fresh)  # write through first: what is searchable is also stored
             added = 0
@@ -200,8 +204,8 @@ class RecallIndex:
                 partition.add(doc, self._tokens(doc))
                 self._previous[(user_id, doc.session_id)] = doc.text
             if self.embedder is not None:
-                ids, vectors = self.store.load_vectors(user_id, self.embedder.name)
-                keep = [(partition.numbers[m], i) for i, m in enumerate(ids) if m in partition.numbers]
+                refs, vectors = self.store.load_vectors(user_id, self.embedder.name)
+                keep = [(partition.numbers[r], i) for i, r in enumerate(refs) if r in partition.numbers]
                 if keep and vectors.shape[1] == self.embedder.dim:
                     partition.set_vectors(
                         self.embedder.name, [n for n, _ in keep], np.asarray(vectors)[[i for _, i in keep]]
@@ -227,7 +231,9 @@ class RecallIndex:
         text = message.text
         if not text.strip():
             return None
-        key = self.keys.build(message, user_id)
+        key = self.keys.build(message, user_id, session_id)
+        if self.keys.context and (user_id, session_id) not in self._previous and self._remote is not None:
+            self._previous[(user_id, session_id)] = self._remote.previous_text(user_id, session_id)
         context = self._previous.get((user_id, session_id), "") if self.keys.context else ""
         return RecallDoc(
             message.id, session_id, user_id, stored.seq, message.role, text, message.created_at, key, context
@@ -250,14 +256,15 @@ class RecallIndex:
             return 0
         done = 0
         with self._lock:
+            if self._remote is not None:
+                return self._remote.flush()
             for partition in self._partitions.values():
                 missing = partition.missing_vectors(self.embedder.name)
                 for start in range(0, len(missing), self.batch_size):
                     numbers = missing[start : start + self.batch_size]
                     vectors = embed_checked(self.embedder, [partition.docs[i].key for i in numbers])
                     if self.store is not None:
-                        ids = [partition.docs[i].message_id for i in numbers]
-                        self.store.save_vectors(self.embedder.name, ids, vectors)
+                        self.store.save_vectors(self.embedder.name, [partition.docs[i] for i in numbers], vectors)
                     partition.set_vectors(self.embedder.name, numbers, vectors)
                     done += len(numbers)
         return done
@@ -267,14 +274,17 @@ class RecallIndex:
         if self.embedder is None:
             return 0
         with self._lock:
+            if self._remote is not None:
+                return len(self._remote.pending)  # those of users searched or written here
             return sum(len(p.missing_vectors(self.embedder.name)) for p in self._partitions.values())
 
     def __len__(self) -> int:
+        """Documents held in this process (none when the store's server searches: see :meth:`count`)."""
         return sum(len(p) for p in self._partitions.values())
 
     def count(self, *, user_id: str | None) -> int:
         with self._lock:
-            return len(self._partition(user_id))
+            return self._remote.store.count_docs(user_id) if self._remote else len(self._partition(user_id))
 
     # -- search ------------------------------------------------------------------------------
     def search(
@@ -318,6 +328,8 @@ class RecallIndex:
             exclude_window[1] if exclude_window else None,
         )
         with self._lock:
+            if self._remote is not None:
+                return self._remote.search(query, user_id, k, mode, where)
             partition = self._partition(user_id)
             if not len(partition):
                 return []
@@ -346,7 +358,7 @@ class RecallIndex:
         # Filters apply after the store's search; ask for more when they may discard many.
         limit = max(k * 4, 50) if keep is None else max(k * 4, 50, len(partition) // 4)
         pairs = [
-            (partition.numbers.get(m), s) for m, s in self.store.lexical_search(query, user_id=user_id, limit=limit)
+            (partition.numbers.get(r), s) for r, s in self.store.lexical_search(query, user_id=user_id, limit=limit)
         ]
         known = [(n, s) for n, s in pairs if n is not None and (keep is None or keep[n])]
         return np.asarray([n for n, _ in known], dtype=np.int64), np.asarray([s for _, s in known], dtype=np.float32)

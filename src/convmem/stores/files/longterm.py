@@ -4,9 +4,11 @@
   its current row (an ended fact is written again with its ``valid_to``).
 * ``blocks.jsonl``: one line per saved block version; the last one wins.
 * ``recall/docs.jsonl`` and ``recall/vectors-<model>.jsonl``: recall
-  documents and their float32 vectors (base64), for
-  :class:`~convmem.longterm.recall.RecallIndex` to reload; lexical search
-  is the index's in-process BM25.
+  documents and their float32 vectors (base64), both keyed by (user,
+  session, message id), for :class:`~convmem.longterm.recall.RecallIndex`
+  to reload; lexical search is the index's in-process BM25. Vector lines
+  written before that keying name only a message id; they belong to the
+  first document with that id, the only one there was when they were written.
 
 Every write takes the log's ``flock``, reads what other processes appended
 since (so optimistic checks see their writes), checks, then appends whole
@@ -29,11 +31,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from ...errors import StoreError
 from ...longterm._np import np
-from ...longterm._partition import RecallDoc
+from ...longterm._partition import DocRef, RecallDoc
 from ...longterm.blockstore import BlockRecord, check_save
 from ...longterm.facts import Fact
 from ...longterm.factstore import check_changes, select_facts
@@ -162,14 +164,25 @@ class FileBlockStore:
             return sorted((r for (s, _), r in self._latest().items() if s == scope), key=lambda r: r.name)
 
 
-def _vector_line(model: str, message_id: str, vector: Any) -> str:
+class _VectorRow(NamedTuple):
+    user_id: str | None
+    session_id: str | None  # None: a line written before vectors were keyed by owner
+    message_id: str
+    vector: bytes
+
+
+def _vector_line(model: str, doc: RecallDoc, vector: Any) -> str:
     data = base64.b64encode(np.ascontiguousarray(vector, dtype=np.float32).tobytes()).decode()
-    return json.dumps({"message_id": message_id, "model": model, "vector": data}, separators=(",", ":"))
+    row = {"user_id": doc.user_id, "session_id": doc.session_id, "message_id": doc.message_id}
+    return json.dumps({**row, "model": model, "vector": data}, separators=(",", ":"))
 
 
-def _vector_row(line: bytes) -> tuple[str, bytes]:
+def _vector_row(line: bytes) -> _VectorRow:
     data = json.loads(line)
-    return data["message_id"], base64.b64decode(data["vector"])
+    raw = base64.b64decode(data["vector"])
+    if "session_id" not in data:
+        return _VectorRow(None, None, data["message_id"], raw)
+    return _VectorRow(data["user_id"], data["session_id"], data["message_id"], raw)
 
 
 class FileRecallStore:
@@ -178,9 +191,9 @@ class FileRecallStore:
     def __init__(self, target: FileStore | str | os.PathLike[str]) -> None:
         self._dir = _root(target) / "recall"
         self._docs = _Log(self._dir / "docs.jsonl", doc_from_json)
-        self._vectors: dict[str, _Log[tuple[str, bytes]]] = {}
+        self._vectors: dict[str, _Log[_VectorRow]] = {}
 
-    def _vector_log(self, model: str) -> _Log[tuple[str, bytes]]:
+    def _vector_log(self, model: str) -> _Log[_VectorRow]:
         log = self._vectors.get(model)
         if log is None:
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
@@ -189,25 +202,48 @@ class FileRecallStore:
 
     def save_docs(self, docs: Sequence[RecallDoc]) -> None:
         with self._docs.writing() as append:
-            known = {d.message_id for d in self._docs.records}
-            append([doc_to_json(d) for d in docs if d.message_id not in known])
+            known = {(d.user_id, d.ref) for d in self._docs.records}
+            fresh: dict[tuple[str | None, DocRef], RecallDoc] = {}
+            for doc in docs:
+                if (doc.user_id, doc.ref) not in known:
+                    fresh.setdefault((doc.user_id, doc.ref), doc)
+            append([doc_to_json(d) for d in fresh.values()])
 
     def load_docs(self, user_id: str | None) -> list[RecallDoc]:
         with self._docs._lock:
             self._docs.refresh()
             return [d for d in self._docs.records if d.user_id == user_id]
 
-    def save_vectors(self, model: str, message_ids: Sequence[str], vectors: Any) -> None:
+    def save_vectors(self, model: str, docs: Sequence[RecallDoc], vectors: Any) -> None:
         with self._vector_log(model).writing() as append:
-            append([_vector_line(model, m, vectors[i]) for i, m in enumerate(message_ids)])
+            append([_vector_line(model, d, vectors[i]) for i, d in enumerate(docs)])
 
-    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[str], Any]:
-        mine = {d.message_id for d in self.load_docs(user_id)}
+    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[DocRef], Any]:
+        with self._docs._lock:
+            self._docs.refresh()
+            mine = {d.ref for d in self._docs.records if d.user_id == user_id}
+            first: dict[str, RecallDoc] = {}  # the owner of a line that names only a message id
+            for doc in self._docs.records:
+                first.setdefault(doc.message_id, doc)
         log = self._vector_log(model)
         with log._lock:
             log.refresh()
-            latest = {m: raw for m, raw in log.records if m in mine}
+            latest: dict[DocRef, bytes] = {}
+            for row in log.records:
+                if row.session_id is None:
+                    owner = first.get(row.message_id)
+                    if owner is None or owner.user_id != user_id:
+                        continue
+                    ref = owner.ref
+                elif row.user_id == user_id:
+                    ref = (row.session_id, row.message_id)
+                else:
+                    continue
+                if ref in mine:
+                    latest[ref] = row.vector
         if not latest:
             return [], np.zeros((0, 0), dtype=np.float32)
-        ids = list(latest)
-        return ids, np.frombuffer(b"".join(latest.values()), dtype=np.float32).reshape(len(ids), -1)
+        size = len(next(iter(latest.values())))  # a model's vectors share one dimension; others are stale
+        kept = [(r, v) for r, v in latest.items() if len(v) == size]
+        matrix = np.frombuffer(b"".join(v for _, v in kept), dtype=np.float32).reshape(len(kept), size // 4)
+        return [r for r, _ in kept], matrix

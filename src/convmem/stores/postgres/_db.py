@@ -38,6 +38,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from ...errors import ConfigurationError, StoreError
 from . import _sql as sql
 from ._ops import Flow, Op, Query, Rows, UniqueViolation
+from ._recall import EF_SEARCH, FIND_EXTENSION, vector_setup
 
 __all__ = ["AsyncDriver", "Settings", "SyncDriver", "convert"]
 
@@ -76,9 +77,11 @@ class Settings:
         where += f"/{params.get('dbname') or params.get('user') or '?'}"
         return cls(url, schema, where, _as_str(params.get("password")), min_size, max_size, timeout)
 
-    def kwargs(self) -> dict[str, Any]:
+    def kwargs(self, vector_search: bool = False) -> dict[str, Any]:
         params = conninfo_to_dict(self.url)
         options = str(params.get("options") or "")
+        if vector_search:  # see _recall: iterative HNSW scans, so a walk filtered by user finds its rows
+            options += f" -c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={EF_SEARCH}"
         return {
             "autocommit": True,
             "connect_timeout": max(1, round(self.timeout)),
@@ -159,8 +162,12 @@ class _Done:
     value: Any
 
 
-def migrate(schema: str) -> Generator[Query, Rows, None]:
-    """Bring the schema up to date under an advisory lock; refuse a foreign or newer schema untouched."""
+def migrate(schema: str) -> Generator[Query, Rows, str | None]:
+    """Bring the schema up to date under an advisory lock; refuse a foreign or newer schema untouched.
+
+    Returns the schema of the pgvector extension, or None when it is not installed; when it is, the
+    recall vectors get its column and indexes (:func:`convmem.stores.postgres._recall.vector_setup`).
+    """
     tables = {t for (t,) in (yield Query(sql.SCHEMA_TABLES, (schema,)))}
     applied = [n for (n,) in (yield Query(sql.APPLIED))] if "schema_migrations" in tables else []
     if tables and not applied:
@@ -169,17 +176,21 @@ def migrate(schema: str) -> Generator[Query, Rows, None]:
             "convmem left it untouched"
         )
     _check_applied(schema, applied)
-    if len(applied) == len(sql.MIGRATIONS):
-        return
-    yield Query(sql.ADVISORY_LOCK, (schema,))  # held until commit: one process migrates, the others wait
-    yield Query(sql.CREATE_SCHEMA.format(schema=schema))
-    yield Query(sql.CREATE_MIGRATIONS)
-    applied = [n for (n,) in (yield Query(sql.APPLIED))]  # another process may have migrated meanwhile
-    _check_applied(schema, applied)
-    for name, statements in sql.MIGRATIONS[len(applied) :]:
-        for statement in statements:
-            yield Query(statement)
-        yield Query(sql.RECORD_MIGRATION, (name,))
+    lock = Query(sql.ADVISORY_LOCK, (schema,))  # held until commit: one process migrates, the others wait
+    if len(applied) < len(sql.MIGRATIONS):
+        yield lock
+        yield Query(sql.CREATE_SCHEMA.format(schema=schema))
+        yield Query(sql.CREATE_MIGRATIONS)
+        applied = [n for (n,) in (yield Query(sql.APPLIED))]  # another process may have migrated meanwhile
+        _check_applied(schema, applied)
+        for name, statements in sql.MIGRATIONS[len(applied) :]:
+            for statement in statements:
+                yield Query(statement)
+            yield Query(sql.RECORD_MIGRATION, (name,))
+    found = yield Query(FIND_EXTENSION)
+    vector_schema: str | None = found[0][0] if found else None
+    yield from vector_setup(vector_schema, lock)
+    return vector_schema
 
 
 def _check_applied(schema: str, applied: list[str]) -> None:
@@ -215,10 +226,10 @@ class SyncDriver:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._call(self._migrate, "open the store")
+        self.vector_schema = self._call(self._migrate, "open the store")  # pgvector's schema, or None
         self.pool = ConnectionPool(
             settings.url,
-            kwargs=settings.kwargs(),
+            kwargs=settings.kwargs(self.vector_schema is not None),
             min_size=settings.min_size,
             max_size=settings.max_size,
             open=False,
@@ -227,19 +238,19 @@ class SyncDriver:
         )
         self.pool.open(wait=False)
 
-    def _migrate(self) -> None:
+    def _migrate(self) -> str | None:
         # Losing an established connection (a terminated backend) is retried: migrating is idempotent under
         # the lock. Failing to connect is not: the server is unreachable or refuses us, and saying so is better.
         for attempt in range(RETRIES + 1):
             conn = psycopg.connect(self.settings.url, **self.settings.kwargs())
             try:
                 with conn, conn.transaction():
-                    _run_sync(conn, migrate(self.settings.schema))
-                return
+                    return _run_sync(conn, migrate(self.settings.schema))
             except psycopg.Error as exc:
                 if attempt == RETRIES or not _lost(exc):
                     raise
             time.sleep(0.02 * 2.0**attempt)
+        raise AssertionError("unreachable")
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
         try:
@@ -297,18 +308,19 @@ class AsyncDriver:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pool: AsyncConnectionPool | None = None
+        self.vector_schema: str | None = None  # known once the pool is open
         self._opening = asyncio.Lock()
 
     async def _open(self) -> AsyncConnectionPool:
         async with self._opening:
             if self.pool is None:
                 try:
-                    await self._migrate()
+                    self.vector_schema = await self._migrate()
                 except (psycopg.Error, UniqueViolation) as exc:
                     raise convert(exc, self.settings, "open the store") from None
                 pool = AsyncConnectionPool(
                     self.settings.url,
-                    kwargs=self.settings.kwargs(),
+                    kwargs=self.settings.kwargs(self.vector_schema is not None),
                     min_size=self.settings.min_size,
                     max_size=self.settings.max_size,
                     open=False,
@@ -319,17 +331,17 @@ class AsyncDriver:
                 self.pool = pool
             return self.pool
 
-    async def _migrate(self) -> None:
+    async def _migrate(self) -> str | None:
         for attempt in range(RETRIES + 1):  # see SyncDriver._migrate
             conn = await psycopg.AsyncConnection.connect(self.settings.url, **self.settings.kwargs())
             try:
                 async with conn, conn.transaction():
-                    await _run_async(conn, migrate(self.settings.schema))
-                return
+                    return await _run_async(conn, migrate(self.settings.schema))
             except psycopg.Error as exc:
                 if attempt == RETRIES or not _lost(exc):
                     raise
             await asyncio.sleep(0.02 * 2.0**attempt)
+        raise AssertionError("unreachable")
 
     async def run(self, op: Op[T]) -> T:
         pool = self.pool or await self._open()

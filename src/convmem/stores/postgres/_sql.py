@@ -26,6 +26,8 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS"]
 
+VECTOR_PARTITIONS = 64  # hash partitions of recall_vectors, by user
+
 MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
     (
         "0001_sessions_and_messages",
@@ -149,6 +151,45 @@ MIGRATIONS.append(
             "REFERENCES sessions (id)",
             "ALTER TABLE messages DROP CONSTRAINT messages_id_key",
             "CREATE UNIQUE INDEX messages_ids ON messages (session_id, id)",
+        ),
+    )
+)
+
+MIGRATIONS.append(
+    (
+        # Message ids are unique only per session in some stores: a document is (user, session, message id),
+        # and a vector belongs to a document (its number), with its user beside it so a vector search filters
+        # by user without a join. Vectors are partitioned by user: an HNSW index filtered to one user among
+        # many walks most of the graph for nothing; inside a partition the user is a large share of the rows
+        # (measured in bench/README.md, "Search at scale"). created_ts (epoch seconds) lets searches filter
+        # by time in the server. Vectors join their document by the message id, unique until now.
+        "0004_recall_keyed_by_owner",
+        (
+            "ALTER TABLE recall_docs DROP CONSTRAINT recall_docs_message_id_key",
+            "ALTER TABLE recall_docs ADD CONSTRAINT recall_docs_owner_key UNIQUE (user_key, session_id, message_id)",
+            "ALTER TABLE recall_docs ADD COLUMN created_ts double precision",
+            "UPDATE recall_docs SET created_ts = extract(epoch FROM split_part(created_at, '[', 1)::timestamptz)",
+            "ALTER TABLE recall_docs ALTER COLUMN created_ts SET NOT NULL",
+            """
+        CREATE TABLE recall_vectors (
+            number bigint NOT NULL REFERENCES recall_docs (number) ON DELETE CASCADE,
+            user_key text NOT NULL,
+            model text NOT NULL,
+            dim integer NOT NULL,
+            vector bytea NOT NULL,
+            PRIMARY KEY (user_key, number, model)
+        ) PARTITION BY HASH (user_key)
+        """,
+            *(
+                f"CREATE TABLE recall_vectors_p{i} PARTITION OF recall_vectors "
+                f"FOR VALUES WITH (MODULUS {VECTOR_PARTITIONS}, REMAINDER {i})"
+                for i in range(VECTOR_PARTITIONS)
+            ),
+            "CREATE INDEX recall_vectors_by_user ON recall_vectors (user_key, model, number)",
+            "INSERT INTO recall_vectors (number, user_key, model, dim, vector) "
+            "SELECT d.number, d.user_key, e.model, e.dim, e.vector "
+            "FROM embeddings e JOIN recall_docs d USING (message_id)",
+            "DROP TABLE embeddings",
         ),
     )
 )
@@ -320,30 +361,26 @@ UPDATE_BLOCK = (
 LIST_BLOCKS = "SELECT payload FROM blocks WHERE scope_key = %s ORDER BY name"
 
 INSERT_RECALL_DOCS = """
-    INSERT INTO recall_docs (message_id, user_key, session_id, seq, role, created_at, text, key, context)
-    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[],
-                         %s::text[], %s::text[])
+    INSERT INTO recall_docs (message_id, user_key, session_id, seq, role, created_at, created_ts, text, key, context)
+    SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[],
+                         %s::double precision[], %s::text[], %s::text[], %s::text[])
     ORDER BY 1 = 1  -- keep the given order, so numbers follow it
-    ON CONFLICT (message_id) DO NOTHING
+    ON CONFLICT (user_key, session_id, message_id) DO NOTHING
+    RETURNING user_key, session_id, message_id
 """
 LOAD_RECALL_DOCS = (
     "SELECT message_id, session_id, seq, role, created_at, text, key, context FROM recall_docs "
     "WHERE user_key = %s ORDER BY number"
 )
-UPSERT_VECTORS = """
-    INSERT INTO embeddings (message_id, model, dim, vector)
-    SELECT m, %s, %s, v FROM unnest(%s::text[], %s::bytea[]) AS u (m, v)
-    ON CONFLICT (message_id, model) DO UPDATE SET dim = excluded.dim, vector = excluded.vector
-"""
 LOAD_VECTORS = (
-    "SELECT d.message_id, e.dim, e.vector FROM recall_docs d JOIN embeddings e ON e.message_id = d.message_id "
-    "WHERE d.user_key = %s AND e.model = %s ORDER BY d.number"
+    "SELECT d.session_id, d.message_id, v.dim, v.vector FROM recall_vectors v JOIN recall_docs d USING (number) "
+    "WHERE v.user_key = %s AND v.model = %s ORDER BY v.number"
 )
 # %(query)s is the user's words, each quoted and OR-ed by the client (plainto_tsquery would AND them), so no
 # user text is tsquery syntax; to_tsquery stems them and drops stop words. A parameter, not a subquery, so the
 # planner sees the GIN index. ts_rank weighs the key (A) twice the context (B), as the in-process index does.
 SEARCH_RECALL = """
-    SELECT d.message_id, ts_rank('{0, 0, 0.5, 1}', d.tsv, q, 1) AS score
+    SELECT d.session_id, d.message_id, ts_rank('{0, 0, 0.5, 1}', d.tsv, q, 1) AS score
     FROM recall_docs d, to_tsquery('english', %(query)s) AS q
     WHERE d.tsv @@ q AND d.user_key = %(user)s
     ORDER BY score DESC, d.number

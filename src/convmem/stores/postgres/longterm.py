@@ -19,13 +19,15 @@ statement; every read is scoped by user (or block scope).
   OR-ed, so no user text is ever tsquery syntax; ``to_tsquery`` stems them
   and drops stop words; ``ts_rank`` weighs the key twice the context.
 
-Dense recall: vectors are float32 ``bytea`` rows, loaded per user and scored
-exactly with numpy in the client by :class:`~convmem.longterm.recall.RecallIndex`
+Dense recall: vectors are float32 ``bytea`` rows. With the pgvector extension
+installed in the database, :class:`PostgresRecallStore` is also a
+:class:`~convmem.longterm.recallstore.SearchingRecallStore`: each vector gets
+a pgvector copy under an HNSW index, and both retrievers run in the server
+(:mod:`convmem.stores.postgres._recall`), so
+:class:`~convmem.longterm.recall.RecallIndex` loads nothing of a user. Without
+it, the user's vectors are loaded and scored exactly with numpy in the client
 (100k vectors of 384 dimensions per user is about 150 MB and about 7 ms per
-query, see bench/README.md; past a few hundred thousand per user, use an ANN
-index). pgvector would let the server do it: :meth:`PostgresRecallStore.has_pgvector`
-detects it, but it is not installed on the machine these stores were built
-and tested on, so no pgvector path is shipped (an untested one would be a guess).
+query, see bench/README.md).
 
 Example::
 
@@ -44,12 +46,14 @@ from typing import Any, TypeVar
 
 from ...errors import ConflictError
 from ...longterm._np import np
-from ...longterm._partition import RecallDoc
+from ...longterm._partition import DocRef, RecallDoc
 from ...longterm.blockstore import BlockRecord, check_save
 from ...longterm.facts import Fact
 from ...longterm.factstore import select_facts
+from ...longterm.recallstore import StoreQuery, StoreResult
 from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json
 from ..codec import decode_datetime, encode_datetime
+from . import _recall as recall
 from . import _sql as sql
 from ._ops import Flow, Mode, Op, Query, user_key
 from .store import PostgresStore
@@ -148,15 +152,30 @@ class PostgresBlockStore(_Shared):
 
 
 class PostgresRecallStore(_Shared):
-    """A :class:`~convmem.longterm.recallstore.LexicalRecallStore`: documents, ``tsvector`` and vectors."""
+    """A :class:`~convmem.longterm.recallstore.LexicalRecallStore`: documents, ``tsvector`` and vectors.
+
+    With pgvector installed (when the store opened), also a
+    :class:`~convmem.longterm.recallstore.SearchingRecallStore`: see the module docstring.
+    """
+
+    def __init__(self, target: PostgresStore | str | None = None, *, schema: str = "convmem") -> None:
+        super().__init__(target, schema=schema)
+        self._indexes: set[str] = set()  # HNSW indexes known to exist
 
     def has_pgvector(self) -> bool:
         """Whether the server offers the pgvector extension (see the module docstring)."""
         return self.store.has_pgvector()
 
+    def searches(self) -> bool:
+        """Whether the server searches vectors itself: pgvector was installed when the store opened."""
+        return self.store.db.vector_schema is not None
+
     def save_docs(self, docs: Sequence[RecallDoc]) -> None:
+        self.insert_docs(docs)
+
+    def insert_docs(self, docs: Sequence[RecallDoc]) -> list[RecallDoc]:
         if not docs:
-            return
+            return []
         columns: list[list[Any]] = [
             [d.message_id for d in docs],
             [user_key(d.user_id) for d in docs],
@@ -164,15 +183,18 @@ class PostgresRecallStore(_Shared):
             [d.seq for d in docs],
             [d.role for d in docs],
             [encode_datetime(d.created_at) for d in docs],
+            [d.created_at.timestamp() for d in docs],
             [d.text for d in docs],
             [d.key for d in docs],
             [d.context for d in docs],
         ]
 
-        def flow() -> Flow[None]:
-            yield Query(sql.INSERT_RECALL_DOCS, columns)
+        def flow() -> Flow[list[tuple[Any, ...]]]:
+            return (yield Query(sql.INSERT_RECALL_DOCS, columns))
 
-        self._run("save recall documents", flow)  # ON CONFLICT DO NOTHING: a repeat is harmless
+        stored = {tuple(r) for r in self._run("save recall documents", flow)}  # a repeat is skipped
+        fresh = [d for d in docs if (user_key(d.user_id), d.session_id, d.message_id) in stored]
+        return list({(d.user_id, d.ref): d for d in fresh}.values())
 
     def load_docs(self, user_id: str | None) -> list[RecallDoc]:
         def flow() -> Flow[list[RecallDoc]]:
@@ -184,38 +206,78 @@ class PostgresRecallStore(_Shared):
 
         return self._run("load recall documents", flow)
 
-    def save_vectors(self, model: str, message_ids: Sequence[str], vectors: Any) -> None:
+    def save_vectors(self, model: str, docs: Sequence[RecallDoc], vectors: Any) -> None:
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-        if not len(message_ids):
+        if not len(docs):
             return
-        blobs = [matrix[i].tobytes() for i in range(len(message_ids))]
+        schema = self.store.db.vector_schema
+        self._run(
+            "save vectors",
+            lambda: recall.save_vectors(schema, model, docs, matrix, self._indexes),
+            "transaction",  # the index, when it is made, commits with the first vectors
+        )
 
-        def flow() -> Flow[None]:
-            yield Query(sql.UPSERT_VECTORS, (model, matrix.shape[1], list(message_ids), blobs))
-
-        self._run("save vectors", flow)
-
-    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[str], Any]:
+    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[DocRef], Any]:
         def flow() -> Flow[list[tuple[Any, ...]]]:
             return (yield Query(sql.LOAD_VECTORS, (user_key(user_id), model)))
 
         rows = self._run("load vectors", flow)
         if not rows:
             return [], np.zeros((0, 0), dtype=np.float32)
-        dim = rows[0][1]
-        kept = [r for r in rows if r[1] == dim]
-        matrix = np.frombuffer(b"".join(bytes(r[2]) for r in kept), dtype=np.float32).reshape(-1, dim)
-        return [r[0] for r in kept], matrix
+        dim = rows[0][2]
+        kept = [r for r in rows if r[2] == dim]
+        matrix = np.frombuffer(b"".join(bytes(r[3]) for r in kept), dtype=np.float32).reshape(-1, dim)
+        return [(r[0], r[1]) for r in kept], matrix
 
-    def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[str, float]]:
-        words = list(dict.fromkeys(_WORDS.findall(query.casefold())))[:MAX_QUERY_TERMS]
-        if not words or limit <= 0:
+    def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[DocRef, float]]:
+        words = tsquery(query)
+        if words is None or limit <= 0:
             return []
-        # Words are letters and digits only, so quoting them is enough to keep them from being syntax.
-        query = " | ".join(f"'{w}'" for w in words)
 
-        def flow() -> Flow[list[tuple[str, float]]]:
-            rows = yield Query(sql.SEARCH_RECALL, {"query": query, "user": user_key(user_id), "limit": limit})
-            return [(mid, float(score)) for mid, score in rows]
+        def flow() -> Flow[list[tuple[DocRef, float]]]:
+            rows = yield Query(sql.SEARCH_RECALL, {"query": words, "user": user_key(user_id), "limit": limit})
+            return [((session, mid), float(score)) for session, mid, score in rows]
 
         return self._run("search recall documents", flow)
+
+    def search(self, query: StoreQuery) -> StoreResult:
+        words = tsquery(query.text) if query.text is not None else None
+        schema = self.store.db.vector_schema
+        return self._run("search recall documents", lambda: recall.search(schema, query, words))
+
+    def missing_vectors(self, user_id: str | None, model: str) -> list[RecallDoc]:
+        def flow() -> Flow[list[RecallDoc]]:
+            rows = yield Query(recall.MISSING, {"user": user_key(user_id), "model": model})
+            return [recall.doc_of(r, user_id) for r in rows]
+
+        return self._run("find documents without vectors", flow)
+
+    def sample_vectors(self, user_id: str | None, model: str, n: int) -> Any:
+        def flow() -> Flow[list[tuple[Any, ...]]]:
+            return (yield Query(recall.SAMPLE, {"user": user_key(user_id), "model": model, "n": n}))
+
+        rows = self._run("sample vectors", flow)
+        kept = [bytes(r[1]) for r in rows if rows and r[0] == rows[0][0]]
+        if not kept:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.frombuffer(b"".join(kept), dtype=np.float32).reshape(len(kept), -1)
+
+    def last_doc(self, user_id: str | None, session_id: str) -> RecallDoc | None:
+        def flow() -> Flow[RecallDoc | None]:
+            rows = yield Query(recall.LAST, {"user": user_key(user_id), "session": session_id})
+            return recall.doc_of(rows[0], user_id) if rows else None
+
+        return self._run("read the last document", flow)
+
+    def count_docs(self, user_id: str | None) -> int:
+        def flow() -> Flow[int]:
+            return int((yield Query(recall.COUNT, {"user": user_key(user_id)}))[0][0])
+
+        return self._run("count documents", flow)
+
+
+def tsquery(text: str) -> str | None:
+    """The user's words, each quoted and OR-ed: no user text is ever tsquery syntax. None if no words."""
+    words = list(dict.fromkeys(_WORDS.findall(text.casefold())))[:MAX_QUERY_TERMS]
+    # Words are letters and digits only, so quoting them is enough to keep them from being syntax.
+    return " | ".join(f"'{w}'" for w in words) if words else None

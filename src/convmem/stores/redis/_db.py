@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 import redis
 import redis.asyncio
 from redis.backoff import NoBackoff
-from redis.exceptions import AuthenticationError, BusyLoadingError, RedisError
+from redis.exceptions import AuthenticationError, BusyLoadingError, RedisError, ResponseError
 from redis.retry import Retry
 
 from ...errors import ConfigurationError, StoreError
@@ -125,7 +125,12 @@ class SyncDriver:
 
     def _do(self, request: Request) -> Any:
         if isinstance(request, Cmd):
-            return self.client.execute_command(*request.args)  # type: ignore[no-untyped-call]
+            try:
+                return self.client.execute_command(*request.args)  # type: ignore[no-untyped-call]
+            except ResponseError as exc:
+                if request.tolerate and request.tolerate in str(exc):
+                    return exc
+                raise
         if isinstance(request, Lua):
             return self.scripts[request.name](args=list(request.args))
         with self.client.pipeline(transaction=request.atomic) as pipe:
@@ -162,7 +167,12 @@ class AsyncDriver:
 
     async def _do(self, request: Request) -> Any:
         if isinstance(request, Cmd):
-            return await self.client.execute_command(*request.args)  # type: ignore[no-untyped-call]
+            try:
+                return await self.client.execute_command(*request.args)  # type: ignore[no-untyped-call]
+            except ResponseError as exc:
+                if request.tolerate and request.tolerate in str(exc):
+                    return exc
+                raise
         if isinstance(request, Lua):
             return await self.scripts[request.name](args=list(request.args))
         async with self.client.pipeline(transaction=request.atomic) as pipe:

@@ -21,9 +21,10 @@ sessions of one id are two sessions):
 ``P f:U``          hash: fact id -> fact JSON; ``P fo:U``: set of the ids of open facts
 ``P b:S``          hash: block name -> block JSON (``S``: the scope, keyed like a user)
 ``P bv:S``         hash: block name -> version
-``P d:U``          hash: message id -> recall document JSON; ``P dl:U``: list of those ids, in order
-``P dk``           hash: message id -> U, for vectors (saved without a user)
-``P v:n:U:model``  hash: message id -> float32 vector bytes (``n``: U's length, so no two keys collide)
+``P rd:<n>``       hash: recall document number n (fields in :mod:`convmem.stores.redis._recall`)
+``P rx:U``         hash: the user's document refs (session and message id) -> number
+``P rl:U``         list: the user's document numbers, in the order they were saved
+``P rn``           the last document number given
 =================  ==========================================================================
 
 A message is stored as the member ``seq|tokens|idlen|id`` followed by its
@@ -35,6 +36,8 @@ below 2^53, where Lua's doubles are exact.
 """
 
 from __future__ import annotations
+
+from ._lua_recall import RECALL_SCRIPTS
 
 __all__ = ["SCRIPTS"]
 
@@ -351,27 +354,6 @@ redis.call('HSET', k('bv', skey), name, expected + 1)
 return {'ok'}
 """
 
-# ARGV: P, TTL, then per document (user key, message id, JSON). A message id already stored is skipped.
-_SAVE_DOCS = """
-for i = 3, #ARGV, 3 do
-  local ukey, id = ARGV[i], ARGV[i + 1]
-  if redis.call('HSETNX', k('d', ukey), id, ARGV[i + 2]) == 1 then
-    redis.call('RPUSH', k('dl', ukey), id)
-    redis.call('HSET', P .. 'dk', id, ukey)
-  end
-end
-return 1
-"""
-
-# ARGV: P, TTL, model, then per vector (message id, bytes). Vectors of unknown documents are dropped.
-_SAVE_VECTORS = """
-for i = 4, #ARGV, 2 do
-  local ukey = redis.call('HGET', P .. 'dk', ARGV[i])
-  if ukey then redis.call('HSET', k('v', #ukey .. ':' .. ukey .. ':' .. ARGV[3]), ARGV[i], ARGV[i + 1]) end
-end
-return 1
-"""
-
 SCRIPTS: dict[str, str] = {
     name: _PRELUDE + body
     for name, body in {
@@ -385,7 +367,6 @@ SCRIPTS: dict[str, str] = {
         "import": _IMPORT,
         "write_facts": _WRITE_FACTS,
         "save_block": _SAVE_BLOCK,
-        "save_docs": _SAVE_DOCS,
-        "save_vectors": _SAVE_VECTORS,
+        **RECALL_SCRIPTS,
     }.items()
 }

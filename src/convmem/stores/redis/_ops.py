@@ -39,6 +39,7 @@ _MICRO = timedelta(microseconds=1)
 @dataclass(frozen=True, slots=True)
 class Cmd:
     args: tuple[Any, ...]
+    tolerate: str = ""  # an error reply containing this text is returned as the reply instead of raised
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ store's session TTL does not apply here: long-term memory is kept.
   and raises :class:`~convmem.errors.ConflictError`.
 * :class:`RedisBlockStore`: the version beside each block is the optimistic check.
 * :class:`RedisRecallStore` (a :class:`~convmem.longterm.recallstore.RecallStore`):
-  documents in insertion order, and float32 vectors per user and model.
+  one hash per document, keyed by (user, session, message id), with its
+  float32 vector per model (layout in :mod:`convmem.stores.redis._recall`).
 
 Recall scoring happens in the client, within limits. Lexical: this store
 keeps no inverted index; :class:`~convmem.longterm.recall.RecallIndex` loads
@@ -41,11 +42,14 @@ from typing import Any, TypeVar
 
 from ...errors import ConflictError
 from ...longterm._np import np
-from ...longterm._partition import RecallDoc
+from ...longterm._partition import DocRef, RecallDoc
 from ...longterm.blockstore import BlockRecord, check_save
 from ...longterm.facts import Fact
 from ...longterm.factstore import select_facts
-from .._longterm_codec import block_from_json, block_to_json, doc_from_json, doc_to_json, fact_from_json, fact_to_json
+from ...longterm.recallstore import StoreQuery, StoreResult
+from .._longterm_codec import block_from_json, block_to_json, doc_from_json, fact_from_json, fact_to_json
+from . import _recall as recall
+from . import _rsearch as rsearch
 from ._ops import Cmd, Flow, Keys, Op, user_key
 from .store import RedisStore
 
@@ -132,51 +136,87 @@ class RedisBlockStore(_Shared):
 
 
 class RedisRecallStore(_Shared):
-    """A :class:`~convmem.longterm.recallstore.RecallStore` in Redis (lexical ranking stays in the index)."""
+    """A :class:`~convmem.longterm.recallstore.RecallStore` in Redis; with RediSearch, a searching one.
+
+    Opening it upgrades recall data of the first layout, if any (see :mod:`convmem.stores.redis._recall`),
+    and, when the server has RediSearch, makes the lexical index (see :mod:`convmem.stores.redis._rsearch`).
+    """
+
+    def __init__(self, target: RedisStore | str | None = None, *, prefix: str = "convmem:") -> None:
+        super().__init__(target, prefix=prefix)
+        self._run("upgrade recall documents", lambda: recall.upgrade(self.keys))
+        self.module = self.store.has_search()
+        if self.module:
+            self._run("make the lexical index", lambda: rsearch.ensure_lexical(self.keys))
+        self._indexes: set[tuple[str, int]] = set()  # vector indexes known to exist
+
+    def searches(self) -> bool:
+        """Whether RediSearch is loaded and its lexical index holds every document."""
+        return self.module and self._run("read the index state", lambda: rsearch.ready(self.keys))
 
     def save_docs(self, docs: Sequence[RecallDoc]) -> None:
+        self.insert_docs(docs)
+
+    def insert_docs(self, docs: Sequence[RecallDoc]) -> list[RecallDoc]:
         if not docs:
-            return
-        args = [value for d in docs for value in (user_key(d.user_id), d.message_id, doc_to_json(d))]
-
-        def flow() -> Flow[None]:
-            yield self.keys.script("save_docs", *args)
-
-        self._run("save recall documents", flow)  # a message id already stored is skipped: a repeat is harmless
+            return []
+        # A document already stored is skipped: a repeat is harmless.
+        fresh = self._run("save recall documents", lambda: recall.save_docs(self.keys, docs))
+        return [d for d, new in zip(docs, fresh, strict=True) if new]
 
     def load_docs(self, user_id: str | None) -> list[RecallDoc]:
-        ukey = user_key(user_id)
+        return self._run("load recall documents", lambda: recall.load_docs(self.keys, user_id))
 
-        def flow() -> Flow[list[RecallDoc]]:
-            ids = yield Cmd(("LRANGE", self.keys("dl", ukey), 0, -1))
-            if not ids:
-                return []
-            found = yield Cmd(("HMGET", self.keys("d", ukey), *ids))
-            return [doc_from_json(raw) for raw in found if raw is not None]
-
-        return self._run("load recall documents", flow)
-
-    def save_vectors(self, model: str, message_ids: Sequence[str], vectors: Any) -> None:
+    def save_vectors(self, model: str, docs: Sequence[RecallDoc], vectors: Any) -> None:
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-        if not len(message_ids):
+        if not len(docs):
             return
-        args = [value for i, mid in enumerate(message_ids) for value in (mid, matrix[i].tobytes())]
+        if self.module and (model, matrix.shape[1]) not in self._indexes:
+            self._run("make a vector index", lambda: rsearch.ensure_vectors(self.keys, model, matrix.shape[1]))
+            self._indexes.add((model, matrix.shape[1]))
+        self._run("save vectors", lambda: recall.save_vectors(self.keys, model, docs, matrix))
 
-        def flow() -> Flow[None]:
-            yield self.keys.script("save_vectors", model, *args)
+    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[DocRef], Any]:
+        return self._run("load vectors", lambda: recall.load_vectors(self.keys, user_id, model))
 
-        self._run("save vectors", flow)
+    def search(self, query: StoreQuery) -> StoreResult:
+        return self._run("search recall documents", lambda: rsearch.search(self.keys, query))
 
-    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[str], Any]:
-        def flow() -> Flow[dict[bytes, bytes]]:
-            ukey = user_key(user_id)
-            found: dict[bytes, bytes] = yield Cmd(("HGETALL", self.keys("v", f"{len(ukey.encode())}:{ukey}:{model}")))
-            return found
+    def missing_vectors(self, user_id: str | None, model: str) -> list[RecallDoc]:
+        return self._run("find documents without vectors", lambda: recall.missing(self.keys, user_id, model))
 
-        found = self._run("load vectors", flow)
-        if not found:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        size = len(next(iter(found.values())))  # a model's vectors share one dimension; others are stale
-        kept = [(k.decode(), v) for k, v in found.items() if len(v) == size]
-        matrix = np.frombuffer(b"".join(v for _, v in kept), dtype=np.float32).reshape(len(kept), size // 4)
-        return [k for k, _ in kept], matrix
+    def sample_vectors(self, user_id: str | None, model: str, n: int) -> Any:
+        return self._run("sample vectors", lambda: recall.sample(self.keys, user_id, model, n))
+
+    def last_doc(self, user_id: str | None, session_id: str) -> RecallDoc | None:
+        def flow() -> Flow[RecallDoc | None]:
+            scope = rsearch.filters(user_id, rsearch.Where(sessions=[session_id]))
+            reply = yield Cmd(
+                (
+                    "FT.SEARCH",
+                    rsearch.lexical_index(self.keys),
+                    scope,
+                    "SORTBY",
+                    "q",
+                    "DESC",
+                    "RETURN",
+                    1,
+                    "j",
+                    "LIMIT",
+                    0,
+                    1,
+                    "DIALECT",
+                    2,
+                )
+            )
+            rows = rsearch.results(reply, False)[1]
+            return doc_from_json(rows[0][2][b"j"]) if rows else None
+
+        return self._run("read the last document", flow)
+
+    def count_docs(self, user_id: str | None) -> int:
+        return int(self._run("count documents", lambda: _llen(self.keys, user_id)))
+
+
+def _llen(keys: Keys, user_id: str | None) -> Flow[int]:
+    return int((yield Cmd(("LLEN", keys("rl", user_key(user_id))))))

@@ -98,7 +98,9 @@ def _operations(keys: Keys) -> Operations:
 
 def _modules() -> Flow[bool]:
     modules = yield Cmd(("MODULE", "LIST"))
-    names = {str(dict(zip(m[::2], m[1::2], strict=True)).get(b"name", b""), "utf-8").lower() for m in modules}
+    # redis-py gives each module as a dict (or, without its reply callback, as a flat list of pairs).
+    fields = [m if isinstance(m, dict) else dict(zip(m[::2], m[1::2], strict=True)) for m in modules]
+    names = {str(f.get(b"name", b""), "utf-8").lower() for f in fields}
     return bool(names & {"search", "ft", "searchlight"})
 
 

@@ -168,6 +168,51 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # Message ids are unique only per session in some stores: a document is (user, session, message id),
+        # and a vector belongs to a document (its number), not to a bare message id that another user's or
+        # session's message may share. Numbers (the FTS rowids) are kept. Vectors join their document by the
+        # message id, unique until now.
+        "0005_recall_keyed_by_owner",
+        (
+            """
+        CREATE TABLE recall_docs_keyed (
+            number INTEGER PRIMARY KEY,
+            message_id TEXT NOT NULL,
+            user_key TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            created_ts REAL NOT NULL,
+            text TEXT NOT NULL,
+            key TEXT NOT NULL,
+            context TEXT NOT NULL,
+            UNIQUE (user_key, session_id, message_id)
+        )
+        """,
+            "INSERT INTO recall_docs_keyed SELECT number, message_id, user_key, session_id, seq, role, created_at, "
+            "created_ts, text, key, context FROM recall_docs",
+            """
+        CREATE TABLE recall_vectors (
+            number INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (number, model)
+        )
+        """,
+            "INSERT INTO recall_vectors SELECT d.number, e.model, e.dim, e.vector "
+            "FROM embeddings e JOIN recall_docs d ON d.message_id = e.message_id",
+            "DROP TABLE embeddings",
+            "DROP TABLE recall_docs",
+            "ALTER TABLE recall_docs_keyed RENAME TO recall_docs",
+            "CREATE INDEX recall_docs_by_user ON recall_docs (user_key, number)",
+        ),
+    )
+)
+
 CREATE_MIGRATIONS = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
 HAS_MIGRATIONS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
 APPLIED = "SELECT name FROM schema_migrations ORDER BY rowid"
@@ -252,21 +297,24 @@ INSERT_RECALL_DOC = (
     "INSERT OR IGNORE INTO recall_docs (message_id, user_key, session_id, seq, role, created_at, created_ts, text, "
     "key, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-RECALL_NUMBER = "SELECT number FROM recall_docs WHERE message_id = ?"
 INSERT_RECALL_FTS = "INSERT INTO recall_fts (rowid, body, context, owner) VALUES (?, ?, ?, ?)"
 LOAD_RECALL_DOCS = (
     "SELECT message_id, session_id, seq, role, created_at, text, key, context FROM recall_docs "
     "WHERE user_key = ? ORDER BY number"
 )
 LOAD_VECTORS = (
-    "SELECT d.message_id, e.dim, e.vector FROM recall_docs d JOIN embeddings e ON e.message_id = d.message_id "
-    "WHERE d.user_key = ? AND e.model = ?"
+    "SELECT d.session_id, d.message_id, v.dim, v.vector FROM recall_docs d "
+    "JOIN recall_vectors v ON v.number = d.number WHERE d.user_key = ? AND v.model = ? ORDER BY d.number"
 )
-UPSERT_VECTOR = "INSERT OR REPLACE INTO embeddings (message_id, model, dim, vector) VALUES (?, ?, ?, ?)"
+# A vector is stored against its document, found by (user, session, message id); none found, nothing stored.
+UPSERT_VECTOR = (
+    "INSERT OR REPLACE INTO recall_vectors (number, model, dim, vector) "
+    "SELECT number, ?, ?, ? FROM recall_docs WHERE user_key = ? AND session_id = ? AND message_id = ?"
+)
 # The message's own words weigh twice its context's (BM25F-style column weights), as in the in-process index.
 # The owner column has weight 0: it selects the user's rows and never affects the ranking.
 SEARCH_RECALL = (
-    "SELECT d.message_id, f.score FROM (SELECT rowid, -bm25(recall_fts, 2.0, 1.0, 0.0) AS score FROM recall_fts "
-    "WHERE recall_fts MATCH ? ORDER BY bm25(recall_fts, 2.0, 1.0, 0.0) LIMIT ?) f "
+    "SELECT d.session_id, d.message_id, f.score FROM (SELECT rowid, -bm25(recall_fts, 2.0, 1.0, 0.0) AS score "
+    "FROM recall_fts WHERE recall_fts MATCH ? ORDER BY bm25(recall_fts, 2.0, 1.0, 0.0) LIMIT ?) f "
     "JOIN recall_docs d ON d.number = f.rowid ORDER BY f.score DESC, d.number"
 )

@@ -10,9 +10,10 @@ tables come from migration ``0002_long_term_memory`` in
   IS NULL``: a concurrent writer that ended it first makes the whole write
   roll back with ConflictError.
 * :class:`SQLiteBlockStore`: ``UPDATE ... WHERE version = ?`` is the optimistic check.
-* :class:`SQLiteRecallStore`: documents, a contentless FTS5 index (porter
-  stemming, BM25 with the message's own words weighted twice its context's)
-  and float32 vector blobs. User text never reaches FTS5 syntax: it is cut
+* :class:`SQLiteRecallStore`: documents keyed by (user, session, message id),
+  a contentless FTS5 index (porter stemming, BM25 with the message's own
+  words weighted twice its context's) and float32 vector blobs keyed by
+  their document's number (migration ``0005_recall_keyed_by_owner``). User text never reaches FTS5 syntax: it is cut
   into words and each word is quoted (:func:`fts_query`).
 
 Example::
@@ -32,7 +33,7 @@ from typing import Any
 
 from ...errors import ConflictError
 from ...longterm._np import np
-from ...longterm._partition import RecallDoc
+from ...longterm._partition import DocRef, RecallDoc
 from ...longterm.blockstore import BlockRecord, check_save
 from ...longterm.facts import Fact
 from ...longterm.factstore import select_facts
@@ -174,31 +175,35 @@ class SQLiteRecallStore(_Shared):
             for mid, session, seq, role, created, text, doc_key, context in rows
         ]
 
-    def save_vectors(self, model: str, message_ids: Sequence[str], vectors: Any) -> None:
+    def save_vectors(self, model: str, docs: Sequence[RecallDoc], vectors: Any) -> None:
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
         with self.db.transaction(write=True) as conn:
             conn.executemany(
                 sql.UPSERT_VECTOR,
-                [(mid, model, matrix.shape[1], matrix[i].tobytes()) for i, mid in enumerate(message_ids)],
+                [
+                    (model, matrix.shape[1], matrix[i].tobytes(), key(d.user_id), d.session_id, d.message_id)
+                    for i, d in enumerate(docs)
+                ],
             )
 
-    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[str], Any]:
+    def load_vectors(self, user_id: str | None, model: str) -> tuple[list[DocRef], Any]:
         with self.db.transaction(write=False) as conn:
             rows = conn.execute(sql.LOAD_VECTORS, (key(user_id), model)).fetchall()
         if not rows:
             return [], np.zeros((0, 0), dtype=np.float32)
-        dim = rows[0][1]
-        matrix = np.frombuffer(b"".join(r[2] for r in rows if r[1] == dim), dtype=np.float32).reshape(-1, dim)
-        return [r[0] for r in rows if r[1] == dim], matrix
+        dim = rows[0][2]
+        kept = [r for r in rows if r[2] == dim]  # a model's vectors share one dimension; others are stale
+        matrix = np.frombuffer(b"".join(r[3] for r in kept), dtype=np.float32).reshape(-1, dim)
+        return [(r[0], r[1]) for r in kept], matrix
 
-    def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[str, float]]:
+    def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[DocRef, float]]:
         match = fts_query(query)
         if match is None or limit <= 0:
             return []
         scoped = f'owner:"{_owner(user_id)}" AND ({match})'
         with self.db.transaction(write=False) as conn:
             rows = conn.execute(sql.SEARCH_RECALL, (scoped, limit)).fetchall()
-        return [(r[0], float(r[1])) for r in rows]
+        return [((r[0], r[1]), float(r[2])) for r in rows]
 
 
 def _owner(user_id: str | None) -> str:
