@@ -65,9 +65,10 @@ def same_context(live: Memory, reopened: Memory) -> None:
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     disk = tmp_path / "disk"
     disk.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True)
+    # Room for a migrated database and its write-ahead log (about 1.5 MB) and a little more.
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True)
     if done.returncode != 0:
-        pytest.skip(f"mounting a 2 MB tmpfs is not permitted here: {done.stderr.decode().strip()}")
+        pytest.skip(f"mounting a 4 MB tmpfs is not permitted here: {done.stderr.decode().strip()}")
     try:
         yield disk
     finally:
@@ -75,8 +76,8 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(path: Path) -> None:
-    """Write zeros to ``path`` until the disk is full."""
-    with open(path, "ab") as handle, contextlib.suppress(OSError):
+    """Write zeros to ``path`` until the disk is full (it may be full already)."""
+    with contextlib.suppress(OSError), open(path, "ab") as handle:
         while True:
             handle.write(b"\0" * 16_384)
             handle.flush()
