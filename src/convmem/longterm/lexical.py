@@ -27,7 +27,7 @@ import re
 import unicodedata
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -43,7 +43,8 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 _STOP_LIST = """a an and are as at be been but by did do does for from had has have he her hers him his how i if
     in into is it its me my of on or our she so than that the their them then there these they
-    this to was we were what when where which who whom why will with would you your yours"""
+    this to was we were what when where which who whom why will with would you your yours
+    s t d ll m re ve don didn doesn isn wasn aren weren haven hasn couldn wouldn shouldn"""
 STOPWORDS = frozenset(_STOP_LIST.split())
 
 _VOWELS = frozenset("aeiou")
@@ -65,10 +66,17 @@ def stem(word: str) -> str:
     """A light English stemmer: plurals, ``-ed``, ``-ing`` and ``-ness``, with Porter's clean-ups.
 
     Deliberately conservative: a wrong merge costs precision for every query,
-    a missed one only for queries that use another form of the word.
+    a missed one only for queries that use another form of the word. A final
+    ``e`` goes from words of five letters or more, so "receive" and "received"
+    (or "practice" and "practiced") meet at "receiv" and "practic".
     """
     if len(word) <= 3 or not word.isalpha():
         return word
+    stemmed = _stem(word)
+    return stemmed[:-1] if len(stemmed) >= 5 and stemmed[-1] == "e" else stemmed
+
+
+def _stem(word: str) -> str:
     if word.endswith(("ies", "ied")) and len(word) > 4:
         return word[:-3] + "y"
     if word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh")):
@@ -149,12 +157,25 @@ class BM25Index:
         self._total_length += len(tokens)
         return number
 
-    def scores(self, query: Sequence[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        """(document numbers, BM25 scores) of every document sharing a term with ``query``, unordered."""
+    def scores(
+        self, query: Sequence[str], weights: Mapping[str, float] | None = None
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """(document numbers, BM25 scores) of every document sharing a term with ``query``, unordered.
+
+        ``weights`` scales the contribution of the terms it names (query expansion); others weigh 1.
+        """
+        totals = self.score_vector(query, weights)
+        if totals is None:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        hit = np.flatnonzero(totals)
+        return hit, totals[hit]
+
+    def score_vector(self, query: Sequence[str], weights: Mapping[str, float] | None = None) -> Any:
+        """BM25 scores of every document (0 where no term matches), or None if no query term is indexed."""
         n = len(self._lengths)
         terms = [t for t in dict.fromkeys(query) if t in self._postings]
         if not n or not terms:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
+            return None
         lengths = np.frombuffer(self._lengths, dtype=np.float32)
         avgdl = self._total_length / n or 1.0
         norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
@@ -163,8 +184,20 @@ class BM25Index:
             entry = self._postings[term]
             docs = np.frombuffer(entry.docs, dtype=np.int32)
             tfs = np.frombuffer(entry.tfs, dtype=np.float32)
-            df = len(docs)
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            idf = self.idf(term)
+            if weights is not None:
+                idf *= weights.get(term, 1.0)
             totals[docs] += idf * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
-        hit = np.flatnonzero(totals)
-        return hit, totals[hit]
+        return totals
+
+    def idf(self, term: str) -> float:
+        """The Lucene BM25 idf of ``term`` (0 for a term no document has)."""
+        entry = self._postings.get(term)
+        if entry is None:
+            return 0.0
+        n, df = len(self._lengths), len(entry.docs)
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    def document_frequency(self, term: str) -> int:
+        entry = self._postings.get(term)
+        return 0 if entry is None else len(entry.docs)
