@@ -135,26 +135,39 @@ class BM25Index:
     """An append-only BM25 index over documents numbered 0, 1, 2, ... in the order they are added."""
 
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+        if k1 <= 0 or not 0.0 <= b <= 1.0:
+            raise ConfigurationError(f"BM25 needs k1 > 0 and 0 <= b <= 1, got k1={k1!r}, b={b!r}")
         self.k1, self.b = k1, b
         self._postings: dict[str, _Postings] = {}
         self._lengths = array("f")
         self._total_length = 0.0
+        self._sorted: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self._lengths)
 
-    def add(self, tokens: Sequence[str]) -> int:
-        """Index one document; returns its number."""
+    def add(self, tokens: Sequence[str], context: Sequence[str] = (), context_weight: float = 0.5) -> int:
+        """Index one document; returns its number.
+
+        ``context`` words (e.g. the previous message's) count ``context_weight`` times a word of
+        the document itself, in its term frequencies and its length.
+        """
         number = len(self._lengths)
         postings = self._postings
-        for term, tf in Counter(tokens).items():
+        counts: dict[str, float] = dict(Counter(tokens))
+        if context and context_weight > 0:
+            for term in context:
+                counts[term] = counts.get(term, 0.0) + context_weight
+        for term, tf in counts.items():
             entry = postings.get(term)
             if entry is None:
                 entry = postings[term] = _Postings()
+                self._sorted = None
             entry.docs.append(number)
             entry.tfs.append(tf)
-        self._lengths.append(len(tokens))
-        self._total_length += len(tokens)
+        length = len(tokens) + (context_weight * len(context) if context_weight > 0 else 0.0)
+        self._lengths.append(length)
+        self._total_length += length
         return number
 
     def scores(
@@ -184,10 +197,8 @@ class BM25Index:
             entry = self._postings[term]
             docs = np.frombuffer(entry.docs, dtype=np.int32)
             tfs = np.frombuffer(entry.tfs, dtype=np.float32)
-            idf = self.idf(term)
-            if weights is not None:
-                idf *= weights.get(term, 1.0)
-            totals[docs] += idf * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
+            weight = self.idf(term) * (weights.get(term, 1.0) if weights is not None else 1.0)
+            totals[docs] += weight * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
         return totals
 
     def idf(self, term: str) -> float:
@@ -197,6 +208,12 @@ class BM25Index:
             return 0.0
         n, df = len(self._lengths), len(entry.docs)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    def vocabulary(self) -> list[str]:
+        """Every indexed term, sorted (cached until a new term arrives)."""
+        if self._sorted is None:
+            self._sorted = sorted(self._postings)
+        return self._sorted
 
     def document_frequency(self, term: str) -> int:
         entry = self._postings.get(term)

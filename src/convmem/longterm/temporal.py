@@ -83,7 +83,9 @@ _RELATIVE = [
     re.compile(r"\b(?P<word>yesterday|today|tonight|tomorrow|the other day|the day before yesterday)\b", re.I),
 ]
 _SEASON_YEAR = re.compile(rf"\b(?P<season>{'|'.join(SEASONS)})\s+(?:of\s+)?{_YEAR}\b", re.I)
-_PART_OF = re.compile(rf"\b(?P<part>beginning|start|early|middle|mid|end|late)\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.I)
+_PART_OF = re.compile(
+    rf"\b(?P<part>beginning|start|early|middle|mid|end|late)\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.I
+)
 _BEFORE = re.compile(r"\b(?:before|prior to|leading up to)\s*$", re.I)
 _MONTH_ONLY = re.compile(rf"\b(?:in|during|of|since|by|for|this|last|early|late|mid)\s+{_MONTH}\b(?!\s*,?\s*\d)", re.I)
 _WHEN = re.compile(
@@ -233,7 +235,9 @@ def mentions(text: str, said: datetime | date) -> list[DayRange]:
     return out
 
 
-def query_ranges(text: str, *, now: datetime | date | None = None, years: tuple[int, int] | None = None) -> list[DayRange]:
+def query_ranges(
+    text: str, *, now: datetime | date | None = None, years: tuple[int, int] | None = None
+) -> list[DayRange]:
     """The days a query names.
 
     Args:
