@@ -2,7 +2,7 @@
 
 ``Evaluator.rows(config)`` scores every question of every conversation under one setting (cached:
 a setting is scored once, whichever fold asks). ``select(evaluator, convs, space, start)`` tunes a
-setting on some conversations only, by coordinate ascent over ``space`` (two passes, each value
+setting on some conversations only, by coordinate ascent over ``space`` (one pass, each value
 tried in turn, a change kept only if it strictly improves the objective). ``cross_validate`` runs
 ``select`` on four conversations and scores the fifth, for each of the five; ``dev`` runs it on all
 five and scores them too (the figure tuning on the test data gives, for the gap).
@@ -13,6 +13,7 @@ The objective is the mean of R@5, R@10 and R@25 over the tuning conversations' q
 from __future__ import annotations
 
 import statistics
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -71,6 +72,7 @@ class Evaluator:
         self._rows: dict[Config, dict[str, list[Row]]] = {}
         self._tmp = tempfile.TemporaryDirectory()
         self.evaluated = 0
+        self.progress = True
 
     def close(self) -> None:
         for recall, _ in self._indexes.values():
@@ -113,6 +115,8 @@ class Evaluator:
                 rows.append(Row(recall_at, category, names_month_or_year(qa["question"])))
         self._rows[config] = out
         self.evaluated += 1
+        if self.progress:
+            print(f"  scored {self.evaluated}: {config}", file=sys.stderr, flush=True)
         return out
 
 
@@ -122,9 +126,9 @@ def objective(rows: Mapping[str, list[Row]], convs: Sequence[str]) -> float:
 
 
 def select(
-    evaluator: Evaluator, convs: Sequence[str], space: Mapping[str, Sequence[Any]], start: Config, passes: int = 2
+    evaluator: Evaluator, convs: Sequence[str], space: Mapping[str, Sequence[Any]], start: Config, passes: int = 1
 ) -> Config:
-    """Coordinate ascent over ``space`` on ``convs`` only."""
+    """Coordinate ascent over ``space`` on ``convs`` only (one pass over the coordinates by default)."""
     config = start
     best = objective(evaluator.rows(config), convs)
     for _ in range(passes):

@@ -45,13 +45,15 @@ from typing import Any
 from _locomo import LOCOMO, evidence_ids, load, make_embedder, turns
 from convmem import Memory, Message
 from convmem.formats import as_message
+from convmem.llm import ExtractiveSummarizer
 from convmem.longterm import RecallBlock
 from convmem.longterm.recall import RecallIndex
 from convmem.tokens import TokenCounter, counter_for
 
 BUDGETS = (4000, 8000)
-GRID_K = (5, 10, 20, 40)
-GRID_SHARE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+GRID_K = (20, 40)
+GRID_SHARE = (0.1, 0.2)
+WHOLE = 400  # ExtractiveSummarizer(whole_messages=...) for the whole-turn summary variant
 
 
 @dataclass
@@ -102,12 +104,18 @@ def score(outcome: Outcome, text: str, gold: set[str], texts: dict[str, str], to
 
 # -- convmem -----------------------------------------------------------------------------------
 def convmem_memory(
-    sample: dict[str, Any], budget: int, strategy: str, recall: RecallIndex | None, block: RecallBlock | None
+    sample: dict[str, Any],
+    budget: int,
+    strategy: str,
+    recall: RecallIndex | None,
+    block: RecallBlock | None,
+    summarizer: Any = None,
 ) -> Memory:
     memory = Memory(
         model="gpt-4o",
         max_tokens=budget,
         strategy=strategy,
+        summarizer=summarizer,
         user_id=sample["sample_id"],
         sinks=[recall] if recall is not None else [],
         blocks=[block] if block is not None else [],
@@ -149,7 +157,6 @@ def plain_sliding(sample: dict[str, Any], budget: int, counter: TokenCounter, te
                 break
             room -= cost
             kept.append(message)
-        request = [m.to_openai() if hasattr(m, "to_openai") else {"role": m.role, "content": m.text} for m in kept]
         request = [{"role": m.role, "content": m.text} for m in reversed(kept)] + [
             {"role": "user", "content": question}
         ]
@@ -180,6 +187,7 @@ def llama_runner(embedder: Any) -> Callable[[dict[str, Any], int, TokenCounter, 
     from llama_index.core.memory import Memory as LlamaMemory
     from llama_index.core.memory import VectorMemoryBlock
     from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryResult
+    from pydantic import Field
 
     encoding = tiktoken.get_encoding("o200k_base")
 
@@ -197,7 +205,7 @@ def llama_runner(embedder: Any) -> Callable[[dict[str, Any], int, TokenCounter, 
         """An exact in-process vector store that keeps the node text (what VectorMemoryBlock requires)."""
 
         stores_text: bool = True
-        nodes: list[Any] = []
+        nodes: list[Any] = Field(default_factory=list)
 
         @property
         def client(self) -> Any:
@@ -222,7 +230,7 @@ def llama_runner(embedder: Any) -> Callable[[dict[str, Any], int, TokenCounter, 
             )
 
     def run(sample: dict[str, Any], budget: int, counter: TokenCounter, texts: dict[str, str]) -> Outcome:
-        block = VectorMemoryBlock(name="retrieved", vector_store=ExactStore(nodes=[]), embed_model=MiniLM(), priority=1)
+        block = VectorMemoryBlock(name="retrieved", vector_store=ExactStore(), embed_model=MiniLM(), priority=1)
         memory = LlamaMemory.from_defaults(
             session_id=sample["sample_id"], token_limit=budget, tokenizer_fn=encoding.encode, memory_blocks=[block]
         )
@@ -243,63 +251,158 @@ def llama_runner(embedder: Any) -> Callable[[dict[str, Any], int, TokenCounter, 
 
 
 # -- the runs ----------------------------------------------------------------------------------
-def fold_table(rows: dict[str, dict[str, Outcome]]) -> dict[str, tuple[float, float, int, float]]:
-    """conversation -> outcome ... -> (mean over folds, worst fold, requests over budget, mean tokens)."""
+Key = tuple[str, int, int, float]  # (configuration, budget, k, share)
+OLD_DEFAULT = (5, 0.0)  # the recall block before this work: k=5, no reserved share
+
+
+def recall_grid(budget: int) -> list[tuple[int, float]]:
+    """(k, share) pairs measured: the grid, the old default, and the issue's "400 reserved tokens"."""
+    return [*((k, s) for k in GRID_K for s in GRID_SHARE), OLD_DEFAULT]
+
+
+def run_recall(
+    sample: dict[str, Any],
+    budget: int,
+    label: str,
+    embedder: Any,
+    texts: dict[str, str],
+    pairs: Sequence[tuple[int, float]],
+) -> dict[Key, Outcome]:
+    recall = RecallIndex(embedder=embedder)
+    block = RecallBlock(recall, k=5, share=0.0)
+    summarizer = ExtractiveSummarizer(whole_messages=WHOLE) if label == "summary_buffer, whole turns" else None
+    strategy = "summary_buffer" if label.startswith("summary_buffer") else "token_budget"
+    memory = convmem_memory(sample, budget, strategy, recall, block, summarizer)
     out = {}
-    for name, per_conv in rows.items():
-        figures = [o.present for o in per_conv.values()]
-        tokens = [t for o in per_conv.values() for t in o.tokens]
-        out[name] = (
-            statistics.fmean(figures),
-            min(figures),
-            sum(o.over_budget for o in per_conv.values()),
-            statistics.fmean(tokens),
-        )
+    for k, share in pairs:
+        block.k, block.share = k, share
+        out[(label, budget, k, share)] = ask_convmem(memory, sample, budget, block, texts)
+    memory.close()
     return out
+
+
+def choose(
+    outcomes: dict[Key, dict[str, Outcome]], label: str, convs: Sequence[str], budgets: Sequence[int]
+) -> tuple[int, float]:
+    """The (k, share) of the grid best on ``convs`` (mean over the budgets of the pooled evidence share),
+    taking the smallest share, then the smallest k, within 1 point of the best: recall gets no more of
+    the budget than the evidence pays for."""
+
+    def value(k: int, share: float) -> float:
+        per_budget = []
+        for budget in budgets:
+            shares = [x for c in convs for x in outcomes[(label, budget, k, share)][c].shares]
+            per_budget.append(100 * statistics.fmean(shares))
+        return statistics.fmean(per_budget)
+
+    grid = [(k, s) for k in GRID_K for s in GRID_SHARE]
+    scores = {pair: value(*pair) for pair in grid}
+    best = max(scores.values())
+    return min((pair for pair, v in scores.items() if v >= best - 1.0), key=lambda p: (p[1], p[0]))
+
+
+def summarize(per_conv: dict[str, Outcome]) -> dict[str, float]:
+    figures = [o.present for o in per_conv.values()]
+    tokens = [t for o in per_conv.values() for t in o.tokens]
+    found = [f for o in per_conv.values() for f in o.found]
+    questions_n = sum(len(o.shares) for o in per_conv.values())
+    return {
+        "mean": statistics.fmean(figures),
+        "worst": min(figures),
+        "over": sum(o.over_budget for o in per_conv.values()),
+        "tokens": statistics.fmean(tokens),
+        "max_tokens": max(tokens),
+        "found": 100 * statistics.fmean(found) if found else float("nan"),
+        "cut": 100 * sum(o.block_cut for o in per_conv.values()) / questions_n,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", choices=["minilm", "none"], default="minilm")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
-    parser.add_argument("--cv", action="store_true", help="choose the block's k and share by cross-validation")
-    parser.add_argument("--skip-llama", action="store_true")
+    parser.add_argument("--llama", action="store_true", help="also run llama-index Memory (slow: minutes per run)")
+    parser.add_argument("--skip-summary", action="store_true")
+    parser.add_argument("--conversations", type=int, default=5, help="only the first N (a quick check)")
     args = parser.parse_args()
     if not LOCOMO.exists():
-        sys.exit(f"LoCoMo not found at {LOCOMO}")
-    data = load()
+        sys.exit(f"LoCoMo not found at {LOCOMO} (set CONVMEM_LOCOMO_DIR)")
+    data = load()[: args.conversations]
+    convs = [s["sample_id"] for s in data]
     budgets = [int(b) for b in args.budgets.split(",")]
     embedder = make_embedder(args.embedder)
     counter = counter_for("gpt-4o")
+    llama = llama_runner(embedder) if embedder is not None and args.llama else None
     began = time.perf_counter()
-    results: dict[int, dict[str, dict[str, Outcome]]] = {b: defaultdict(dict) for b in budgets}
-    for sample in data:
+    fixed: dict[tuple[str, int], dict[str, Outcome]] = defaultdict(dict)
+    tuned: dict[Key, dict[str, Outcome]] = defaultdict(dict)
+    others = (["hybrid"] if embedder is not None else []) + (
+        [] if args.skip_summary else ["summary_buffer", "summary_buffer, whole turns"]
+    )
+    for sample in data:  # phase 1: the baselines, and the lexical block over the (k, share) grid
         conv, texts = sample["sample_id"], needles(sample)
         for budget in budgets:
-            row = results[budget]
-            row["sliding window (plain)"][conv] = plain_sliding(sample, budget, counter, texts)
+            fixed[("sliding window (plain)", budget)][conv] = plain_sliding(sample, budget, counter, texts)
             memory = convmem_memory(sample, budget, "token_budget", None, None)
-            row["token_budget"][conv] = ask_convmem(memory, sample, budget, None, texts)
-            for label, emb in (("lexical", None), ("hybrid", embedder)):
-                if label == "hybrid" and emb is None:
-                    continue
-                recall = RecallIndex(embedder=emb)
-                block = RecallBlock(recall, k=5, share=0.0)
-                memory = convmem_memory(sample, budget, "token_budget", recall, block)
-                row[f"token_budget + RecallBlock {label} (k=5, no reserve)"][conv] = ask_convmem(
-                    memory, sample, budget, block, texts
-                )
-                block.k, block.share = 20, 0.3
-                row[f"token_budget + RecallBlock {label} (k=20, share 0.3)"][conv] = ask_convmem(
-                    memory, sample, budget, block, texts
-                )
-        print(f"{conv} done at {time.perf_counter() - began:.0f} s", file=sys.stderr)
-    for budget in budgets:
-        print(f"\n### budget {budget}")
-        for name, (mean, worst, over, tokens) in fold_table(results[budget]).items():
-            print(f"| {name} | {mean:.1f}% | {worst:.1f}% | {over} | {tokens:.0f} |")
+            fixed[("token_budget window alone", budget)][conv] = ask_convmem(memory, sample, budget, None, texts)
+            for key, outcome in run_recall(sample, budget, "lexical", None, texts, recall_grid(budget)).items():
+                tuned[key][conv] = outcome
+            if llama is not None:
+                fixed[("llama-index Memory + VectorMemoryBlock", budget)][conv] = llama(sample, budget, counter, texts)
+        print(f"{conv} done at {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+    folds = {c: choose(tuned, "lexical", [o for o in convs if o != c], budgets) for c in convs}
+    everyone = choose(tuned, "lexical", convs, budgets)
+    for sample in data:  # phase 2: the other recall configurations at each fold's (k, share) and the old default
+        conv, texts = sample["sample_id"], needles(sample)
+        for budget in budgets:
+            for label in others:
+                emb = embedder if label == "hybrid" else None
+                for key, outcome in run_recall(sample, budget, label, emb, texts, [folds[conv]]).items():
+                    tuned[key][conv] = outcome
+        print(f"{conv} phase 2 done at {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
     if hasattr(embedder, "save"):
         embedder.save()
+
+    rows: list[tuple[str, dict[int, dict[str, float]]]] = []
+    for name in dict.fromkeys(n for n, _ in fixed):
+        rows.append((name, {b: summarize(fixed[(name, b)]) for b in budgets}))
+    for label in ["lexical", *others]:
+        described = {
+            "lexical": "token_budget + RecallBlock, lexical",
+            "hybrid": "token_budget + RecallBlock, hybrid",
+            "summary_buffer": "summary_buffer + RecallBlock, lexical",
+            "summary_buffer, whole turns": f"summary_buffer (whole_messages={WHOLE}) + RecallBlock, lexical",
+        }[label]
+        rows.append(
+            (
+                f"{described} (old default: k=5, no reserve)",
+                {b: summarize(tuned[(label, b, *OLD_DEFAULT)]) for b in budgets},
+            )
+        )
+        cv = {b: summarize({c: tuned[(label, b, *folds[c])][c] for c in convs}) for b in budgets}
+        rows.append((f"{described} (k and share cross-validated)", cv))
+
+    head = " | ".join(f"{b // 1000}k: mean / worst fold | over budget | mean tokens" for b in budgets)
+    print(f"| configuration | {head} |")
+    print("|---|" + "---:|---:|---:|" * len(budgets))
+    for name, per_budget in rows:
+        cells = []
+        for b in budgets:
+            f = per_budget[b]
+            cells.append(f"{f['mean']:.1f}% / {f['worst']:.1f}% | {f['over']} | {f['tokens']:.0f}")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print("\nRecall blocks: evidence among the block's hits (found), evidence in the request, and the share")
+    print("of questions whose block lost lines or was dropped to fit:")
+    for name, per_budget in rows:
+        if "RecallBlock" in name:
+            cells = [
+                f"{b // 1000}k found {per_budget[b]['found']:.1f}%, in request {per_budget[b]['mean']:.1f}%, "
+                f"block cut {per_budget[b]['cut']:.0f}%"
+                for b in budgets
+            ]
+            print(f"- {name}: " + "; ".join(cells))
+    picked = ", ".join(f"{c} {k}/{s:g}" for c, (k, s) in folds.items())
+    print(f"\n(k, share) chosen for each held-out conversation on the other four: {picked}; on all five: {everyone}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""Recall's ranking steps (aliases, feedback, neighbours, dates) and the explanation every hit carries."""
+"""Recall's ranking steps (feedback, neighbours, dates) and the explanation every hit carries."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -11,12 +12,12 @@ from convmem.errors import ConfigurationError
 from convmem.longterm import RecallBlock
 from convmem.longterm.blocks import Turn
 from convmem.longterm.embedders import HashingEmbedder
-from convmem.longterm.recall import RecallDoc, RecallIndex
 from convmem.longterm.ranking import Tuning
+from convmem.longterm.recall import RecallDoc, RecallIndex
 from convmem.stores.sqlite.longterm import SQLiteRecallStore
 
 T0 = datetime(2023, 6, 27, 10, 0, tzinfo=timezone.utc)
-PLAIN = Tuning(context_weight=0.0)  # each step off; tests switch on the one they check
+PLAIN = Tuning(context_weight=0.0, neighbour=0.0, date_boost=0.0, when_boost=0.0)  # tests switch on one step
 
 
 def doc(i: int, text: str, *, session: str = "s1", when: datetime = T0, context: str = "") -> RecallDoc:
@@ -41,7 +42,7 @@ def test_neighbours_bring_in_the_reply_next_to_a_match() -> None:
         doc(3, "Unrelated chatter about lunch", session="s2"),
     ]
     assert "m1" not in ids(index(PLAIN, docs), "camping trip")
-    recall = index(Tuning(context_weight=0.0, neighbour=0.3), docs)
+    recall = index(replace(PLAIN, neighbour=0.3), docs)
     hits = recall.search("camping trip", user_id="u", k=5)
     reply = next(h for h in hits if h.doc.message_id == "m1")
     assert reply.bm25 == 0.0
@@ -54,7 +55,7 @@ def test_neighbours_bring_in_the_reply_next_to_a_match() -> None:
 
 def test_neighbours_respect_filters() -> None:
     docs = [doc(0, "camping trip plans"), doc(1, "The Rockies")]
-    recall = index(Tuning(context_weight=0.0, neighbour=0.5), docs)
+    recall = index(replace(PLAIN, neighbour=0.5), docs)
     assert ids(recall, "camping trip") == ["m0", "m1"]
     # The window excludes m1 (seq >= 1): it gets nothing, though its neighbour matches.
     hits = recall.search("camping trip", user_id="u", exclude_window=("s1", 1))
@@ -69,7 +70,7 @@ def test_dates_the_query_names_boost_messages_said_then_or_mentioning_it() -> No
     ]
     question = "What did Melanie paint in October 2023?"
     assert ids(index(PLAIN, docs), question)[0] == "m0"  # ties: the oldest first
-    recall = index(Tuning(context_weight=0.0, date_boost=1.0), docs)
+    recall = index(replace(PLAIN, date_boost=1.0), docs)
     hits = recall.search(question, user_id="u")
     assert [h.doc.message_id for h in hits] == ["m1", "m2", "m0"]  # said in October; mentions October
     assert dict(hits[0].boosts) == {"date": 2.0}
@@ -82,7 +83,7 @@ def test_relative_dates_in_the_query_use_now() -> None:
         doc(0, "We hiked a lot", when=datetime(2023, 6, 1, tzinfo=timezone.utc)),
         doc(1, "We hiked a lot", when=datetime(2023, 6, 21, tzinfo=timezone.utc)),
     ]
-    recall = index(Tuning(context_weight=0.0, date_boost=1.0), docs)
+    recall = index(replace(PLAIN, date_boost=1.0), docs)
     assert ids(recall, "did we hike last week?")[0] == "m0"
     hits = recall.search("did we hike last week?", user_id="u", now=T0)
     assert hits[0].doc.message_id == "m1"
@@ -91,17 +92,9 @@ def test_relative_dates_in_the_query_use_now() -> None:
 def test_when_questions_prefer_messages_with_a_date() -> None:
     docs = [doc(0, "Caroline loves the support group"), doc(1, "Caroline went to the support group yesterday")]
     assert ids(index(PLAIN, docs), "When did Caroline go to the support group?")[0] == "m0"
-    recall = index(Tuning(context_weight=0.0, when_boost=1.0), docs)
+    recall = index(replace(PLAIN, when_boost=1.0), docs)
     assert ids(recall, "When did Caroline go to the support group?")[0] == "m1"
     assert ids(recall, "Does Caroline like the support group?")[0] == "m0"  # not a "when" question
-
-
-def test_aliases_map_an_unknown_short_form_to_indexed_words() -> None:
-    docs = [doc(0, "Melanie paints sunsets"), doc(1, "Caroline paints too")]
-    plain = index(PLAIN, docs).search("Mel", user_id="u")
-    assert plain == []
-    aliased = index(Tuning(context_weight=0.0, aliases=True), docs).search("Mel", user_id="u")
-    assert [h.doc.message_id for h in aliased] == ["m0"]
 
 
 def test_feedback_finds_what_the_query_does_not_say() -> None:
@@ -112,7 +105,7 @@ def test_feedback_finds_what_the_query_does_not_say() -> None:
         doc(3, "Lisbon has the best custard tarts"),
     ]
     assert "m1" not in ids(index(PLAIN, docs), "puppy")
-    recall = index(Tuning(context_weight=0.0, prf_docs=1, prf_terms=1, prf_weight=0.5), docs)
+    recall = index(replace(PLAIN, prf_docs=1, prf_terms=1, prf_weight=0.5), docs)
     hits = recall.search("puppy", user_id="u")
     assert [h.doc.message_id for h in hits] == ["m0", "m1"]
     assert "feedback" in dict(hits[1].boosts)
@@ -122,7 +115,7 @@ def test_feedback_finds_what_the_query_does_not_say() -> None:
 def test_context_weight_indexes_the_previous_message() -> None:
     docs = [doc(0, "Yes, last Sunday!", context="Did you go to the beach?"), doc(1, "The weather is nice")]
     assert ids(index(PLAIN, docs), "beach") == []
-    assert ids(index(Tuning(context_weight=0.5), docs), "beach") == ["m0"]
+    assert ids(index(replace(PLAIN, context_weight=0.5), docs), "beach") == ["m0"]
 
 
 def test_hits_explain_their_scores() -> None:
@@ -132,23 +125,32 @@ def test_hits_explain_their_scores() -> None:
     hybrid = recall.search("where does my sister live", user_id="u", k=2)
     top = hybrid[0]
     assert top.doc.message_id == "m0"
-    assert top.bm25 is not None and top.bm25 > 0
-    assert top.dense is not None and -1.0 <= top.dense <= 1.0
+    assert top.bm25 is not None
+    assert top.bm25 > 0
+    assert top.dense is not None
+    assert -1.0 <= top.dense <= 1.0
     assert top.fused == top.score
     assert top.lexical_rank == 1
-    assert top.reason.startswith("rank 1 of ") and "fused" in top.reason and "dense" in top.reason
+    assert top.reason.startswith("rank 1 of ")
+    assert "fused" in top.reason
+    assert "dense" in top.reason
     explained = top.explain()
-    assert explained["bm25"] == top.bm25 and explained["dense"] == top.dense and explained["fused"] == top.fused
+    assert explained["bm25"] == top.bm25
+    assert explained["dense"] == top.dense
+    assert explained["fused"] == top.fused
     lexical = recall.search("where does my sister live", user_id="u", mode="lexical")[0]
-    assert lexical.dense is None and lexical.fused is None and lexical.score == lexical.lexical
+    assert lexical.dense is None
+    assert lexical.fused is None
+    assert lexical.score == lexical.lexical
     assert "by lexical score" in lexical.reason
     dense = recall.search("where does my sister live", user_id="u", mode="dense")[0]
-    assert dense.bm25 is None and dense.dense == dense.score
+    assert dense.bm25 is None
+    assert dense.dense == dense.score
 
 
 def test_rerank_lets_the_embedder_reorder_only_lexical_candidates() -> None:
     docs = [doc(i, t) for i, t in enumerate(["sister Lisbon", "sister nurse", "Lisbon tarts", "hiking Alps"])]
-    recall = RecallIndex(embedder=HashingEmbedder(64), rerank=2)
+    recall = RecallIndex(embedder=HashingEmbedder(64), rerank=2, tuning=PLAIN)
     recall.add(docs)
     hits = recall.search("sister", user_id="u", k=4)
     assert {h.doc.message_id for h in hits} == {"m0", "m1"}
@@ -188,7 +190,7 @@ def test_store_lexical_search_gets_the_same_steps(tmp_path: Path) -> None:
     ]
     store = SQLiteRecallStore(tmp_path / "recall.db")
     try:
-        recall = RecallIndex(store=store, tuning=Tuning(date_boost=1.0, neighbour=0.5))
+        recall = RecallIndex(store=store, tuning=replace(PLAIN, date_boost=1.0, neighbour=0.5))
         recall.add(docs)
         hits = {h.doc.message_id: h for h in recall.search("What did Melanie paint in October 2023?", user_id="u")}
         assert max(hits.values(), key=lambda h: h.score).doc.message_id == "m1"

@@ -78,7 +78,8 @@ def test_without_a_reserve_the_block_goes_before_any_window_turn() -> None:
     ctx = filled(1500, Lines(LINES, share=0.0)).context()
     rendered = texts(ctx)
     kept = sorted(rank for text, rank in LINES if text in rendered)
-    assert kept == list(range(1, len(kept) + 1)) and len(kept) < len(LINES)  # only what the free room holds
+    assert kept == list(range(1, len(kept) + 1))
+    assert len(kept) < len(LINES)
     assert not any(r.reason == "budget" for r in ctx.left_out)  # no window turn made room
 
 
@@ -102,7 +103,8 @@ def test_a_larger_reserve_keeps_more_lines() -> None:
     for share in (0.0, 0.05, 0.1, 0.2):
         rendered = texts(filled(1500, Lines(LINES, share=share)).context())
         kept.append(sum(text in rendered for text, _ in LINES))
-    assert kept == sorted(kept) and kept[0] < kept[-1] == len(LINES)
+    assert kept == sorted(kept)
+    assert kept[0] < kept[-1] == len(LINES)
 
 
 def test_the_reserve_gives_way_when_only_the_newest_turn_is_left() -> None:

@@ -99,7 +99,9 @@ def test_never_raises_and_ranges_are_well_formed(text: str, when: datetime) -> N
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.sampled_from(["last", "next", "this", "2 days ago", "May 2023", "8 May 2023", "week", "weekend", "in", "2024"]),
+        st.sampled_from(
+            ["last", "next", "this", "2 days ago", "May 2023", "8 May 2023", "week", "weekend", "in", "2024"]
+        ),
         max_size=8,
     ),
     st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9998, 12, 1)),

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from .client import AsyncChatBackend, ChatBackend, Completion, OpenAIChat
     from .extractor import Extraction, OpenAICompatibleFactExtractor
     from .litellm import LiteLLMChat
-    from .rewriter import OpenAICompatibleQueryRewriter
     from .retry import RetryPolicy
+    from .rewriter import OpenAICompatibleQueryRewriter
     from .summarizer import OpenAICompatibleSummarizer, Summary
 
 __all__ = [

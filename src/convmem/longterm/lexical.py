@@ -141,7 +141,6 @@ class BM25Index:
         self._postings: dict[str, _Postings] = {}
         self._lengths = array("f")
         self._total_length = 0.0
-        self._sorted: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -162,7 +161,6 @@ class BM25Index:
             entry = postings.get(term)
             if entry is None:
                 entry = postings[term] = _Postings()
-                self._sorted = None
             entry.docs.append(number)
             entry.tfs.append(tf)
         length = len(tokens) + (context_weight * len(context) if context_weight > 0 else 0.0)
@@ -208,12 +206,6 @@ class BM25Index:
             return 0.0
         n, df = len(self._lengths), len(entry.docs)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-
-    def vocabulary(self) -> list[str]:
-        """Every indexed term, sorted (cached until a new term arrives)."""
-        if self._sorted is None:
-            self._sorted = sorted(self._postings)
-        return self._sorted
 
     def document_frequency(self, term: str) -> int:
         entry = self._postings.get(term)

@@ -1,4 +1,4 @@
-"""Recall over the archive: lexical (BM25), dense (embeddings) and hybrid (reciprocal-rank fusion).
+"""Recall over the archive: lexical (BM25 and its ranking steps), dense (embeddings) and hybrid.
 
 :class:`RecallIndex` indexes archived messages per user, so one user's
 documents never share a ranking, a statistic or a result with another's
@@ -6,7 +6,12 @@ documents never share a ranking, a statistic or a result with another's
 every evicted unit, and it indexes them right away.
 
 * **Lexical** is an in-process BM25 index (:mod:`convmem.longterm.lexical`),
-  updated on every archive and never rebuilt.
+  updated on every archive and never rebuilt, or a store's own (SQLite FTS5).
+  :mod:`convmem.longterm.ranking` then applies the steps of :class:`Tuning`:
+  the previous message's words in each key, feedback, session
+  neighbours, and the dates a query names (resolved against when each message
+  was said, :mod:`convmem.longterm.temporal`). An optional ``rewriter`` (an LLM)
+  adds search strings to the query.
 * **Dense** embeds each archived message's *key* once, in batches, at archive
   time (or, with ``defer=True``, at the next search or :meth:`~RecallIndex.flush`),
   never on the ``add`` path of a message that stays in the window. Vectors are
@@ -14,21 +19,14 @@ every evicted unit, and it indexes them right away.
   wrong shape, ``absorb`` raises :class:`~convmem.errors.LLMError` *after* the
   messages are indexed lexically; their vectors stay missing and are retried
   at the next archive, search or flush.
-* **Hybrid** fuses both, by default with z-scored score fusion at equal
-  weights; ``fusion="rrf"`` selects reciprocal-rank fusion (``k=10``, half
-  weight for dense). On LoCoMo dev with all-MiniLM-L6-v2, z-score fusion beat
-  the best RRF setting at every k (R@1 36.1 vs 31.8, R@10 76.7 vs 75.5), and
-  textbook RRF (``k=60``, equal weights) fell below BM25 alone, because the
-  small embedder is much weaker than BM25 there and RRF discards how sure
-  each retriever is. See :mod:`convmem.longterm.fusion`.
+* **Hybrid** fuses both, by default with z-scored score fusion (see
+  :mod:`convmem.longterm.fusion`); ``fusion="rrf"`` selects reciprocal-rank
+  fusion. ``rerank=N`` lets the embedder re-order only the top N lexical hits.
 
-Keys can be enriched (:class:`Keys`): the speaker, the date a message was
-said, facts extracted from it (LongMemEval found fact-augmented keys raise
-recall), and the message before it in the session. That last one is on by
-default: a reply ("Yes, last Sunday!") is often the evidence for a question
-whose words are in the turn before it; indexing the previous turn's words
-lexically, at half the weight of the message's own, raised LoCoMo R@10 from
-64 to 73 (``bench/locomo_recall.py``). Dense keys stay the message alone.
+Every hit says what each signal gave it and why it was kept
+(:class:`~convmem.longterm.hits.RecallHit`). The constants were chosen by
+leave-one-conversation-out cross-validation on LoCoMo (``bench/locomo_recall.py``;
+figures in ``bench/README.md``).
 
 Filters: session(s), a time range, roles, and the current window (so a
 recall block never repeats what is already in context).
@@ -39,7 +37,7 @@ Example::
     memory = Memory(model="gpt-4o", user_id="alice", sinks=[recall])
     ...
     for hit in recall.search("where did I park?", user_id="alice", k=5):
-        print(hit.score, hit.doc.text)
+        print(hit.score, hit.bm25, hit.dense, hit.reason)
 """
 
 from __future__ import annotations
