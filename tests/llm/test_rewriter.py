@@ -17,7 +17,7 @@ from .server import ChatServer, Reply
 T0 = datetime(2023, 5, 8, tzinfo=timezone.utc)
 DOCS = [
     RecallDoc("m0", "s", "u", 0, "user", "My sister lives in Lisbon", T0, "My sister lives in Lisbon"),
-    RecallDoc("m1", "s", "u", 1, "user", "The weather is nice", T0, "The weather is nice"),
+    RecallDoc("m1", "s2", "u", 1, "user", "The weather is nice", T0, "The weather is nice"),  # not a neighbour
 ]
 
 
