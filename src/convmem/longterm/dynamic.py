@@ -39,7 +39,7 @@ __all__ = ["DEFAULT_K", "DEFAULT_SHARE", "FactsBlock", "RecallBlock"]
 #: Hits a recall block shows at most, and its reserved share of the budget: chosen by measurement
 #: (``bench/evidence.py``, evidence turns reaching the request on LoCoMo at 4k and 8k tokens).
 DEFAULT_K = 20
-DEFAULT_SHARE = 0.1
+DEFAULT_SHARE = 0.2
 
 
 def _fact_line(fact: Fact) -> str:
