@@ -1,22 +1,25 @@
-"""Turn retrieval on LoCoMo: recall@k of lexical, dense and hybrid recall, with latency.
+"""Turn retrieval on LoCoMo, cross-validated: recall@k of lexical, FTS5, dense and hybrid recall.
 
-For each conversation of ../shared/data/locomo/locomo_dev.json (read in place, never copied), every
-turn is added to a ``Memory`` whose ``RecallIndex`` sink indexes what the memory archives. A turn's
-content is prefixed with its speaker ("Caroline: ...") and, for a shared photo, followed by its caption
-("[shares a photo of ...]", as LoCoMo's own retrieval input does); its ``created_at`` is its session's
-date. Each conversation is its own user, so nothing is retrieved across conversations.
+Every turn of the five dev conversations (../shared/data/locomo/locomo_dev.json, read in place, never
+copied) is archived through a real ``Memory`` whose ``RecallIndex`` sink indexes what it evicts (see
+``bench/_locomo.py``); each conversation is its own user. Every question is then asked of its
+conversation's archive. Recall@k is LoCoMo's own: the fraction of the question's evidence dia_ids among
+the top k turns, averaged over questions (2 of 999 have no parseable evidence id and are skipped).
 
-Every question is then asked of the archive. Recall@k is LoCoMo's own: the fraction of the question's
-evidence dia_ids among the top k turns, averaged over questions (questions without a parseable evidence
-id are skipped and counted). Categories as the official scorer reads them: 1 multi-hop, 2 temporal,
-3 open-domain, 4 single-hop, 5 adversarial.
+**The protocol** (``bench/_cv.py``): leave one conversation out. For each of the five conversations, the
+constants of a mode (BM25 k1 and b, the previous turn's weight, each ranking step's strength, the dense
+weight of the fusion) are tuned on the four others by coordinate ascent, and the tuned setting is scored
+on the held-out one. We report the mean over the five held-out folds and the worst fold; "dev" is the
+same procedure tuned and scored on all five (the figure tuning on the test data gives; the gap is what
+the tuning overfits). The dev setting is what the code ships as its defaults.
 
-The anchor is the LoCoMo paper's turn retrieval with DRAGON: R@5 58.8, R@10 67.5, R@25 79.9.
+``--ablate`` then switches each ranking step off in every fold's tuned setting and reports the held-out
+change: a step stays in the library only if the held-out folds improve with it.
 
-``--latency`` instead times top-10 search over 100k archived messages (lexical; texts sampled from
-LoCoMo turns) and over 100k random 384-d unit vectors (dense).
+The anchor is the LoCoMo paper's turn retrieval with DRAGON (all 10 conversations): R@5 58.8, R@10 67.5,
+R@25 79.9.
 
-Run:  .venv/bin/python bench/locomo_recall.py [--embedder minilm|hashing|none] [--keys speaker,date]
+Run:  .venv/bin/python bench/locomo_recall.py [--embedder minilm|hashing|none] [--modes lexical,fts5,dense,hybrid]
       .venv/bin/python bench/locomo_recall.py --latency
 """
 
@@ -25,163 +28,137 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from convmem import Memory, Message
+from _cv import Config, CVResult, Evaluator, cross_validate
+from _locomo import CATEGORIES, LOCOMO, load, make_embedder, turns
 from convmem.longterm._partition import RecallDoc
-from convmem.longterm.embedders import Embedder, HashingEmbedder
-from convmem.longterm.recall import Keys, Mode, RecallIndex
+from convmem.longterm.ranking import DEFAULT_TUNING, Tuning
+from convmem.longterm.recall import RecallIndex
 from convmem.stores.sqlite.longterm import SQLiteRecallStore
 
-LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo_dev.json"
-KS = (1, 5, 10, 25)
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 ANCHOR = {"R@5": 58.8, "R@10": 67.5, "R@25": 79.9}
-_EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+#: Where every fold's search starts: the constants before cross-validation (tuned on all five dev
+#: conversations, before this protocol existed) with every ranking step off.
+START = Tuning(k1=0.6, b=0.75, context_weight=0.5, neighbour=0.0, date_boost=0.0, when_boost=0.0, prf_weight=0.3)
+BM25_SPACE: dict[str, list[Any]] = {
+    "k1": [0.6, 0.9, 1.2],
+    "b": [0.5, 0.75],
+    "context_weight": [0.5, 0.75, 1.0],
+}
+STEP_SPACE: dict[str, list[Any]] = {
+    "neighbour": [0.0, 0.1, 0.2, 0.3],
+    "date_boost": [0.0, 1.0, 2.0],
+    "when_boost": [0.0, 0.5],
+}
+#: Steps tried by switching them on in each fold's tuned setting (``--ablate``), not searched:
+#: feedback doubles the cost of a search. (Aliases, "Mel" -> "melanie" for query words no message
+#: has, were measured the same way and removed: held-out change -0.00, two folds down.)
+ADD_ONS: dict[str, Any] = {"prf": (5, 10, 0.2)}
+STEPS_OFF: dict[str, Any] = {
+    "neighbour": 0.0,
+    "date_boost": 0.0,
+    "when_boost": 0.0,
+    "prf": (0, 0, 0.0),
+    "rerank": None,
+}
+FUSION_SPACE: dict[str, list[Any]] = {"dense_weight": [0.5, 1.0, 1.5], "rerank": [None, 50]}
 
 
-def evidence_ids(raw: list[Any]) -> set[str]:
-    """Lenient parsing: split on ';' and whitespace, read 'D8:6', 'D:11:26', 'D30:05'; skip the rest."""
-    ids = set()
-    for item in raw:
-        for piece in re.split(r"[;\s,]+", str(item)):
-            match = _EVIDENCE.fullmatch(piece.strip())
-            if match:
-                ids.add(f"D{int(match.group(1))}:{int(match.group(2))}")
-    return ids
+def spaces(mode: str) -> dict[str, list[Any]]:
+    if mode == "bm25":  # the lexical index with every ranking step off: BM25 constants only
+        return dict(BM25_SPACE)
+    if mode == "lexical":
+        return {**BM25_SPACE, **STEP_SPACE}
+    if mode == "fts5":  # the store's BM25 and column weights are fixed; the query-time steps still apply
+        return {k: v for k, v in STEP_SPACE.items() if k in ("neighbour", "date_boost", "when_boost")}
+    if mode == "hybrid":
+        return {**BM25_SPACE, **STEP_SPACE, **FUSION_SPACE}
+    return {}
 
 
-def session_date(text: str) -> datetime:
-    """'1:56 pm on 8 May, 2023' -> an aware datetime (UTC; LoCoMo gives no zone)."""
-    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+def fmt(values: Sequence[float] | None, skip_r1: bool = False) -> str:
+    if values is None:
+        return "-"
+    return " / ".join(f"{v:.1f}" for v in (values[1:] if skip_r1 else values))
 
 
-def turns(sample: dict[str, Any]) -> list[tuple[str, Message]]:
-    """(dia_id, message) for every turn of one conversation, in order."""
-    conversation = sample["conversation"]
-    speaker_a = conversation["speaker_a"]
-    numbers = sorted(int(k.split("_")[1]) for k in conversation if re.fullmatch(r"session_\d+", k) and conversation[k])
-    out = []
-    for number in numbers:
-        start = session_date(conversation[f"session_{number}_date_time"])
-        for i, turn in enumerate(conversation[f"session_{number}"]):
-            text = f"{turn['speaker']}: {turn['text']}"
-            if turn.get("blip_caption"):
-                text += f" [shares {turn['blip_caption']}]"
-            role = "user" if turn["speaker"] == speaker_a else "assistant"
-            message = Message(role=role, content=text, created_at=start + timedelta(seconds=i))
-            out.append((str(turn["dia_id"]), message))
+def report(label: str, result: CVResult) -> dict[str, Any]:
+    mean, worst, dev = result.mean(), result.worst(), result.dev_mean()
+    dated = result.mean(lambda r: r.dated)
+    out = {
+        "mode": label,
+        "cv_mean": mean,
+        "cv_worst": worst,
+        "dev": dev,
+        "pooled": result.pooled(),
+        "dated_cv_mean": dated,
+        "per_fold": result.per_fold(),
+        "categories": {c: result.mean(lambda r, c=c: r.category == c) for c in CATEGORIES.values()},
+        "dev_config": repr(result.dev_config),
+        "fold_configs": {c: repr(v) for c, v in result.folds.items()},
+    }
     return out
 
 
-def archive(data: list[dict[str, Any]], recall: RecallIndex) -> tuple[dict[str, str], float]:
-    """Add every conversation to a Memory that archives into ``recall``; returns message id -> dia_id."""
-    dia: dict[str, str] = {}
-    began = time.perf_counter()
-    for sample in data:
-        memory = Memory(
-            max_tokens=100_000,
-            user_id=sample["sample_id"],
-            strategy="sliding_window",
-            strategy_options={"max_messages": 1},
-            sinks=[recall],
-        )
-        pairs = turns(sample)
-        by_session: dict[str, list[tuple[str, Message]]] = defaultdict(list)
-        for dia_id, message in pairs:
-            by_session[dia_id.split(":")[0]].append((dia_id, message))
-        for batch in by_session.values():  # one add per session: eviction (and embedding) in one chunk
-            stored = memory.add_many([m for _, m in batch])
-            dia.update({s.id or "": d for s, (d, _) in zip(stored, batch, strict=True)})
-        memory.clear()  # archives the newest turn too
-        memory.close()
-    recall.flush()
-    return dia, time.perf_counter() - began
+def ablate(evaluator: Evaluator, result: CVResult, names: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    """Per step: the held-out change in the objective when each fold's tuned setting runs without it
+    (for the add-on steps: the change when it runs with it, reported with the sign flipped to match)."""
+    out = {}
+    for name in names:
+        deltas = []
+        for conv, config in result.folds.items():
+            off = config.with_(name, STEPS_OFF[name])
+            if name in ADD_ONS:
+                config = config.with_(name, ADD_ONS[name])
+            with_it = statistics.fmean(statistics.fmean(r.recall[1:]) for r in evaluator.rows(config)[conv])
+            without = statistics.fmean(statistics.fmean(r.recall[1:]) for r in evaluator.rows(off)[conv])
+            deltas.append(100 * (with_it - without))
+        out[name] = tuple(deltas)
+    return out
 
 
-def evaluate(data: list[dict[str, Any]], recall: RecallIndex, dia: dict[str, str], mode: Mode) -> dict[str, Any]:
-    scores: dict[str, list[list[float]]] = defaultdict(list)
-    latencies = []
-    skipped = 0
-    for sample in data:
-        for qa in sample["qa"]:
-            gold = evidence_ids(qa.get("evidence", []))
-            if not gold:
-                skipped += 1
-                continue
-            began = time.perf_counter()
-            hits = recall.search(qa["question"], user_id=sample["sample_id"], k=max(KS), mode=mode)
-            latencies.append(time.perf_counter() - began)
-            ranked = [dia[h.doc.message_id] for h in hits]
-            row = [len(gold & set(ranked[:k])) / len(gold) for k in KS]
-            scores["overall"].append(row)
-            scores[CATEGORIES.get(int(qa["category"]), str(qa["category"]))].append(row)
-    table = {name: [100 * statistics.fmean(col) for col in zip(*rows, strict=True)] for name, rows in scores.items()}
-    counts = {name: len(rows) for name, rows in scores.items()}
-    ms = sorted(1000 * t for t in latencies)
-    return {
-        "table": table,
-        "counts": counts,
-        "skipped": skipped,
-        "p50_ms": ms[len(ms) // 2],
-        "p99_ms": ms[int(len(ms) * 0.99)],
-    }
-
-
-def print_tables(results: dict[str, dict[str, Any]], embedder: str, keys: str, archive_s: float) -> None:
-    any_result = next(iter(results.values()))
-    print(
-        f"embedder: {embedder}; keys: {keys or 'text'}; questions scored: {any_result['counts']['overall']}"
-        f" (skipped without evidence: {any_result['skipped']}); archive + index: {archive_s:.1f} s\n"
-    )
-    print("| mode | R@1 | R@5 | R@10 | R@25 | query p50 | query p99 |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for mode, result in results.items():
-        row = result["table"]["overall"]
-        print(
-            f"| {mode} | "
-            + " | ".join(f"{v:.1f}" for v in row)
-            + f" | {result['p50_ms']:.2f} ms | {result['p99_ms']:.2f} ms |"
-        )
-    print("| DRAGON (paper, all 10 samples) | | 58.8 | 67.5 | 79.9 | | |")
-    print()
-    names = [CATEGORIES[c] for c in sorted(CATEGORIES)]
-    print("| mode | " + " | ".join(f"{n} (n={any_result['counts'].get(n, 0)}) R@5 / R@10 / R@25" for n in names) + " |")
-    print("|---|" + "---:|" * len(names))
-    for mode, result in results.items():
-        cells = []
-        for name in names:
-            row = result["table"].get(name)
-            cells.append(" / ".join(f"{v:.1f}" for v in row[1:]) if row else "-")
-        print(f"| {mode} | " + " | ".join(cells) + " |")
-
-
-def make_embedder(name: str) -> Embedder | None:
-    if name == "none":
-        return None
-    if name == "hashing":
-        return HashingEmbedder(384)
-    from convmem.longterm.embedders import SentenceTransformerEmbedder
-
-    return SentenceTransformerEmbedder()
+def print_report(results: list[dict[str, Any]], ablations: dict[str, dict[str, tuple[float, ...]]]) -> None:
+    print("| mode | CV mean R@1 / R@5 / R@10 / R@25 | worst fold | dev (tuned on all 5) | dev - CV (R@5/10/25) |")
+    print("|---|---:|---:|---:|---:|")
+    for r in results:
+        gap = [d - c for d, c in zip(r["dev"][1:], r["cv_mean"][1:], strict=True)]
+        print(f"| {r['mode']} | {fmt(r['cv_mean'])} | {fmt(r['cv_worst'])} | {fmt(r['dev'])} | {fmt(gap)} |")
+    print(f"| DRAGON (paper, all 10 conversations) | - / {ANCHOR['R@5']} / {ANCHOR['R@10']} / {ANCHOR['R@25']} | | | |")
+    print("\nPer category, CV mean R@5 / R@10 / R@25; last column: questions naming a month or a year")
+    names = list(CATEGORIES.values())
+    print("| mode | " + " | ".join(names) + " | names a month/year |")
+    print("|---|" + "---:|" * (len(names) + 1))
+    for r in results:
+        cells = [fmt(r["categories"][n], skip_r1=True) for n in names]
+        print(f"| {r['mode']} | " + " | ".join(cells) + f" | {fmt(r['dated_cv_mean'], skip_r1=True)} |")
+    print("\nPer fold (held-out conversation), R@5 / R@10 / R@25")
+    for r in results:
+        print(f"- {r['mode']}: " + "; ".join(f"{c} {fmt(v, skip_r1=True)}" for c, v in r["per_fold"].items()))
+    for mode, table in ablations.items():
+        print(f"\nAblation ({mode}): held-out gain of each step in mean(R@5, R@10, R@25), with minus without")
+        for name, deltas in table.items():
+            print(f"- {name}: mean {statistics.fmean(deltas):+.2f}, folds " + ", ".join(f"{d:+.2f}" for d in deltas))
+    print("\nSettings tuned on all five (what the code ships):")
+    for r in results:
+        print(f"- {r['mode']}: {r['dev_config']}")
 
 
 def latency(n: int = 100_000, queries: int = 200) -> None:
-    data = json.loads(LOCOMO.read_text())
+    data = load()
     texts = [m.text for sample in data for _, m in turns(sample)]
     questions = [qa["question"] for sample in data for qa in sample["qa"]]
     rng = random.Random(7)
-    recall = RecallIndex()
+    recall = RecallIndex(tuning=DEFAULT_TUNING)
     start = datetime(2023, 1, 1, tzinfo=timezone.utc)
     began = time.perf_counter()
     docs = []
@@ -237,40 +214,41 @@ def latency(n: int = 100_000, queries: int = 200) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", choices=["minilm", "hashing", "none"], default="minilm")
-    parser.add_argument("--keys", default="context", help="comma-separated key enrichments: context, speaker, date")
+    parser.add_argument("--modes", default="lexical,fts5,dense,hybrid")
+    parser.add_argument("--ablate", action="store_true", help="held-out change when each ranking step is off")
     parser.add_argument("--latency", action="store_true")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args()
     if not LOCOMO.exists():
-        sys.exit(f"LoCoMo not found at {LOCOMO}")
+        sys.exit(f"LoCoMo not found at {LOCOMO} (set CONVMEM_LOCOMO_DIR)")
     if args.latency:
         latency()
         return
-    wanted = {k for k in args.keys.split(",") if k}
-    keys = Keys(speaker="speaker" in wanted, date="date" in wanted, context="context" in wanted)
     embedder = make_embedder(args.embedder)
-    recall = RecallIndex(embedder=embedder, keys=keys, batch_size=128)
-    data = json.loads(LOCOMO.read_text())
-    dia, archive_s = archive(data, recall)
-    results = {"lexical (in-process BM25)": evaluate(data, recall, dia, "lexical")}
-    with tempfile.TemporaryDirectory() as tmp:  # the same archive through the SQLite store's FTS5 index
-        fts = RecallIndex(keys=keys, store=SQLiteRecallStore(Path(tmp) / "recall.db"))
-        fts_dia, _ = archive(data, fts)
-        results["lexical (SQLite FTS5 BM25)"] = evaluate(data, fts, fts_dia, "lexical")
-        fts.store.close()  # type: ignore[union-attr]
-    if embedder is not None:
-        results["dense"] = evaluate(data, recall, dia, "dense")
-        for label, fusion, k, weights in (
-            ("hybrid: z-score fusion, equal weights (default)", "zscore", 0.0, (1.0, 1.0)),
-            ("hybrid: RRF k=10, dense weight 0.5", "rrf", 10.0, (1.0, 0.5)),
-            ("hybrid: RRF k=60, equal weights (textbook)", "rrf", 60.0, (1.0, 1.0)),
-        ):
-            recall.fusion, recall.rrf_k, recall.weights = fusion, k, weights  # type: ignore[assignment]
-            results[label] = evaluate(data, recall, dia, "hybrid")
+    modes = [m for m in args.modes.split(",") if m and (embedder is not None or m not in ("dense", "hybrid"))]
+    evaluator = Evaluator(load(), embedder)
+    began = time.perf_counter()
+    results, ablations = [], {}
+    try:
+        for mode in modes:
+            start = Config("lexical" if mode == "bm25" else mode, START)
+            result = cross_validate(evaluator, spaces(mode), start)
+            results.append(report("lexical, BM25 alone" if mode == "bm25" else mode, result))
+            if args.ablate and mode in ("lexical", "fts5", "hybrid"):
+                steps = [n for n in STEPS_OFF if n in spaces(mode)]
+                steps += [n for n in ADD_ONS if mode != "fts5"]
+                ablations[mode] = ablate(evaluator, result, steps)
+            print(
+                f"{mode}: {evaluator.evaluated} settings scored, {time.perf_counter() - began:.0f} s", file=sys.stderr
+            )
+    finally:
+        evaluator.close()
+        if hasattr(embedder, "save"):
+            embedder.save()
+    print(f"embedder: {embedder.name if embedder else 'none'}; {evaluator.evaluated} settings scored\n")
+    print_report(results, ablations)
     if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        print_tables(results, embedder.name if embedder else "none", args.keys, archive_s)
+        Path(args.json).write_text(json.dumps({"results": results, "ablations": ablations}, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from .formats.openai import to_openai
 from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
 from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
+from .policy.blockfit import block_texts
 from .policy.context import Context, LeftOut, evicted_account
 from .policy.strategies import Plan, Strategy, make_strategy
 from .policy.truncate import truncate_text
@@ -262,15 +263,7 @@ class MemoryCore:
     def block_texts(self, query: str | None, turn: Turn | None = None) -> list[BlockText]:
         """Render every block for this turn, each cut to its own ``max_tokens`` if it has one."""
         turn = turn or Turn(query)
-        out = []
-        for block in self.blocks:
-            render_turn = getattr(block, "render_turn", None)
-            text = render_turn(turn) if render_turn is not None else block.render(query)
-            cap = getattr(block, "max_tokens", None)
-            if cap is not None and text:
-                text = truncate_text(self.counter.count_text, text, cap) or ""
-            out.append(BlockText(block.name, text, block.priority, getattr(block, "position", "system")))
-        return out
+        return block_texts(self.blocks, query, turn, self.counter.count_text, self.budget - self.reserve)
 
     def inputs(self, input: MessageLike | str | Sequence[MessageLike] | None) -> list[tuple[Message, int]]:
         if input is None:

@@ -78,3 +78,21 @@ def test_on_locomo_it_keeps_more_evidence_than_lead_n_of_the_same_size() -> None
     # The same size: lead-N is cut at the summary's token count (a word boundary may leave it a token short).
     assert tally["summary_tokens"] * 0.99 <= tally["lead_tokens"] <= tally["summary_tokens"]
     assert tally["extractive_kept"] > tally["lead_kept"]
+
+
+def test_whole_messages_keep_short_turns_verbatim() -> None:
+    turns = [
+        Message(role="user", content="Caroline: I went to the LGBTQ support group yesterday. It was so powerful."),
+        Message(role="assistant", content="Melanie: Wow! What happened there? Tell me everything."),
+        Message(role="user", content="Caroline: The transgender stories were inspiring.\nI felt accepted in 2023."),
+        Message(role="assistant", content="x" * 500 + ". Short tail with Lisbon and 42 numbers in it."),
+    ]
+    split = ExtractiveSummarizer(COUNT).summarize(None, turns, 400)
+    assert turns[0].text not in split  # sentences are picked one by one
+    whole = ExtractiveSummarizer(COUNT, whole_messages=200).summarize(None, turns, 400)
+    assert COUNT(whole) <= 400
+    assert f"user: {turns[0].text}" in whole  # kept whole, as said
+    assert "user: Caroline: The transgender stories were inspiring. I felt accepted in 2023." in whole  # one line
+    assert "x" * 500 not in whole  # a long message is still split into sentences
+    for line in whole.splitlines()[1:]:
+        assert line.startswith(("user: ", "assistant: "))

@@ -15,6 +15,7 @@ from convmem.longterm import WorkingBlock
 from convmem.longterm.blockstore import BlockStore, MemoryBlockStore
 from convmem.longterm.embedders import HashingEmbedder
 from convmem.longterm.factbook import Facts
+from convmem.longterm.ranking import Tuning
 from convmem.longterm.recall import RecallDoc, RecallIndex
 from convmem.stores.files import FileStore
 from convmem.stores.files.longterm import FileBlockStore, FileFactStore, FileRecallStore
@@ -117,7 +118,7 @@ def test_sqlite_fts_escapes_any_user_text(tmp_path: Path) -> None:
         RecallDoc(f"m{i}", "s", "u", i, "user", t, T0, t)
         for i, t in enumerate(['he said "NEAR" twice', "star * power", "(unbalanced", "plain words here"])
     ]
-    recall = RecallIndex(store=store)
+    recall = RecallIndex(store=store, tuning=Tuning(neighbour=0.0))  # the FTS hits alone, no session neighbours
     recall.add(docs)
     for query in ['"', 'NEAR("a" "b")', "*", "((", ")", "a AND", "OR OR", "col:val", "^start", "-x", "'", ""]:
         recall.search(query, user_id="u")

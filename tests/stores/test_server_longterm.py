@@ -185,7 +185,8 @@ def test_recall_filters_and_isolation(opened: Opened) -> None:
 def test_any_user_text_is_a_safe_query(opened: Opened) -> None:
     recall = RecallIndex(store=opened.recall)
     texts = ['he said "NEAR" twice', "star * power", "(unbalanced", "plain words here", "O'Neil's back\\slash"]
-    recall.add([RecallDoc(f"m{i}", "s", "u", i, "user", t, T0, t) for i, t in enumerate(texts)])
+    # One session each: neighbouring turns would join the results (a ranking step), and this test checks one thing.
+    recall.add([RecallDoc(f"m{i}", f"s{i}", "u", i, "user", t, T0, t) for i, t in enumerate(texts)])
     for query in [
         '"',
         'NEAR("a" "b")',

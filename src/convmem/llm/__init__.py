@@ -8,7 +8,9 @@
   LiteLLM proxy). Extra ``convmem[openai]``.
 * :class:`OpenAICompatibleFactExtractor` -- add / update / invalidate
   operations on a user's facts, as validated structured output.
-* :class:`OpenAIChat` and :class:`RetryPolicy` -- the retrying client both use;
+* :class:`OpenAICompatibleQueryRewriter` -- optional query rewriting for recall
+  (``RecallIndex(rewriter=...)``): the model turns a question into search strings.
+* :class:`OpenAIChat` and :class:`RetryPolicy` -- the retrying client they use;
   :class:`LiteLLMChat` (extra ``convmem[litellm]``) routes through LiteLLM.
 
 Only :class:`ExtractiveSummarizer` is imported eagerly; the rest load on first
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from .extractor import Extraction, OpenAICompatibleFactExtractor
     from .litellm import LiteLLMChat
     from .retry import RetryPolicy
+    from .rewriter import OpenAICompatibleQueryRewriter
     from .summarizer import OpenAICompatibleSummarizer, Summary
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "LiteLLMChat",
     "OpenAIChat",
     "OpenAICompatibleFactExtractor",
+    "OpenAICompatibleQueryRewriter",
     "OpenAICompatibleSummarizer",
     "RetryPolicy",
     "Summary",
@@ -60,6 +64,7 @@ _LAZY = {
     "Extraction": "extractor",
     "OpenAICompatibleFactExtractor": "extractor",
     "LiteLLMChat": "litellm",
+    "OpenAICompatibleQueryRewriter": "rewriter",
     "OpenAICompatibleSummarizer": "summarizer",
     "Summary": "summarizer",
 }

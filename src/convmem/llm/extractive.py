@@ -129,6 +129,8 @@ class ExtractiveSummarizer:
             statements (a changed budget, a new decision) win ties against what they supersede.
         max_sentence_chars: longer sentences (often a pasted blob) are clipped with an ellipsis.
         max_candidates: only this many best-ranked candidates enter the (quadratic) redundancy step.
+        whole_messages: a message of at most this many characters is one candidate, kept or dropped
+            whole, so a kept chat turn stays recognisable verbatim (0: always split into sentences).
     """
 
     label = "extractive: convmem.llm.ExtractiveSummarizer, salient sentences of earlier messages (no LLM)"
@@ -141,12 +143,14 @@ class ExtractiveSummarizer:
         previous_weight: float = 0.8,
         max_sentence_chars: int = 400,
         max_candidates: int = 400,
+        whole_messages: int = 0,
     ) -> None:
         self._count = count_text
         self.redundancy = redundancy
         self.previous_weight = previous_weight
         self.max_sentence_chars = max_sentence_chars
         self.max_candidates = max_candidates
+        self.whole_messages = whole_messages
 
     def bind(self, count_text: Callable[[str], int]) -> None:
         """Count with the memory's own counter, so the cap is exact and the core never truncates."""
@@ -194,7 +198,9 @@ class ExtractiveSummarizer:
                 out.append(self._candidate(len(out), _TOOL_ERROR if error else _TOOL, text))
                 continue
             request = message.role == "user" and message.name is None
-            for sentence in _split(_prose(message.text)):
+            prose = _prose(message.text).strip()
+            whole = 0 < len(prose) <= self.whole_messages and not message.tool_calls
+            for sentence in [re.sub(r"\s*\n\s*", " ", prose)] if whole else _split(prose):
                 candidate = self._candidate(len(out), _USER if request else who, sentence)
                 if candidate.terms:  # "Okay!" or "---" carries nothing to keep
                     out.append(candidate)

@@ -29,6 +29,8 @@ from .factstore import MemoryFactStore
 
 if TYPE_CHECKING:
     from .embedders import AsyncEmbedder, Embedder, HashingEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder
+    from .hits import Dropped
+    from .ranking import Tuning
     from .recall import Keys, RecallDoc, RecallHit, RecallIndex
 
 _LAZY = {
@@ -37,10 +39,12 @@ _LAZY = {
     "HashingEmbedder": "embedders",
     "OpenAIEmbedder": "embedders",
     "SentenceTransformerEmbedder": "embedders",
+    "Dropped": "hits",
     "Keys": "recall",
     "RecallDoc": "recall",
     "RecallHit": "recall",
     "RecallIndex": "recall",
+    "Tuning": "ranking",
 }
 
 __all__ = [
@@ -52,6 +56,7 @@ __all__ = [
     "BlockRecord",
     "BlockStore",
     "CallableBlock",
+    "Dropped",
     "Embedder",
     "Fact",
     "FactAdd",
@@ -74,6 +79,7 @@ __all__ = [
     "RecallIndex",
     "SentenceTransformerEmbedder",
     "StaticBlock",
+    "Tuning",
     "Turn",
     "WorkingBlock",
 ]

@@ -18,8 +18,9 @@ from typing import Any
 
 from ._np import np
 from .lexical import BM25Index
+from .temporal import DayRange, mentions
 
-__all__ = ["DocRef", "Partition", "RecallDoc", "RecallHit", "Where", "top"]
+__all__ = ["DocRef", "Partition", "RecallDoc", "Where", "top"]
 
 Array = np.ndarray[Any, Any]
 DocRef = tuple[str, str]  # (session id, message id): a document's identity within its user
@@ -65,16 +66,6 @@ class RecallDoc:
 
 
 @dataclass(frozen=True, slots=True)
-class RecallHit:
-    """One result: the document, its fused (or single-retriever) score, and its rank in each retriever."""
-
-    doc: RecallDoc
-    score: float
-    lexical_rank: int | None = None
-    dense_rank: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Where:
     """Filters of a search; ``None`` means no constraint. ``since`` is inclusive, ``until`` exclusive."""
 
@@ -87,9 +78,9 @@ class Where:
 
 
 class Partition:
-    """The documents of one user, with their lexical and dense indexes."""
+    """The documents of one user, with their lexical and dense indexes, neighbours and dates."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.docs: list[RecallDoc] = []
         self.numbers: dict[DocRef, int] = {}
         self._sessions: dict[str, int] = {}
@@ -97,7 +88,17 @@ class Partition:
         self._seq_col = array("q")
         self._time_col = array("d")
         self._role_col = array("b")
-        self.lexical = BM25Index()
+        # The previous and next document of the same session (-1: none), in the order they were added.
+        self._prev_col = array("i")
+        self._next_col = array("i")
+        self._last_of_session: dict[int, int] = {}
+        # The day each document was said, and the days its date expressions refer to (one row per mention).
+        self._day_col = array("i")
+        self._mention_doc = array("i")
+        self._mention_first = array("i")
+        self._mention_end = array("i")
+        self.years: tuple[int, int] | None = None
+        self.lexical = BM25Index(k1=k1, b=b)
         self.vectors: Array | None = None
         self.model: str | None = None
         self._has_vector = np.zeros(0, dtype=bool)
@@ -106,18 +107,59 @@ class Partition:
     def __len__(self) -> int:
         return len(self.docs)
 
-    def add(self, doc: RecallDoc, tokens: Sequence[str]) -> int | None:
+    def add(
+        self, doc: RecallDoc, tokens: Sequence[str], context: Sequence[str] = (), context_weight: float = 0.5
+    ) -> int | None:
         """Index ``doc``; returns its number, or None if it is already indexed."""
         if doc.ref in self.numbers:
             return None
-        number = self.lexical.add(tokens)
+        number = self.lexical.add(tokens, context, context_weight)
         self.docs.append(doc)
         self.numbers[doc.ref] = number
-        self._session_col.append(self._sessions.setdefault(doc.session_id, len(self._sessions)))
+        session = self._sessions.setdefault(doc.session_id, len(self._sessions))
+        self._session_col.append(session)
         self._seq_col.append(doc.seq)
         self._time_col.append(doc.created_at.timestamp())
         self._role_col.append(ROLE_CODES.get(doc.role, 5))
+        previous = self._last_of_session.get(session, -1)
+        self._prev_col.append(previous)
+        self._next_col.append(-1)
+        if previous >= 0:
+            self._next_col[previous] = number
+        self._last_of_session[session] = number
+        said = doc.created_at.date()
+        self._day_col.append(said.toordinal())
+        self.years = (min(self.years[0], said.year), max(self.years[1], said.year)) if self.years else (said.year,) * 2
+        for first, end in mentions(doc.text, said):
+            self._mention_doc.append(number)
+            self._mention_first.append(first)
+            self._mention_end.append(end)
         return number
+
+    # -- neighbours and dates ----------------------------------------------------------------
+    def neighbours(self) -> tuple[Array, Array]:
+        """(previous, next) document number of each document in its session, -1 where there is none."""
+        return np.frombuffer(self._prev_col, np.int32), np.frombuffer(self._next_col, np.int32)
+
+    def said_in(self, ranges: Sequence[DayRange]) -> Array:
+        """A boolean mask of the documents said on a day of ``ranges`` or mentioning such a day."""
+        n = len(self.docs)
+        days = np.frombuffer(self._day_col, np.int32)
+        hit = np.zeros(n, dtype=bool)
+        m_doc = np.frombuffer(self._mention_doc, np.int32)
+        m_first = np.frombuffer(self._mention_first, np.int32)
+        m_end = np.frombuffer(self._mention_end, np.int32)
+        for first, end in ranges:
+            hit |= (days >= first) & (days < end)
+            if len(m_doc):
+                hit[m_doc[(m_first < end) & (m_end > first)]] = True
+        return hit
+
+    def mentions_a_date(self) -> Array:
+        """A boolean mask of the documents with a date expression."""
+        hit = np.zeros(len(self.docs), dtype=bool)
+        hit[np.frombuffer(self._mention_doc, np.int32)] = True
+        return hit
 
     # -- vectors -----------------------------------------------------------------------------
     def missing_vectors(self, model: str) -> list[int]:

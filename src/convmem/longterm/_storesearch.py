@@ -30,9 +30,10 @@ from typing import Any, Protocol
 
 from ..errors import LLMError
 from ._np import np
-from ._partition import DocRef, RecallDoc, RecallHit, Where, top
+from ._partition import DocRef, RecallDoc, Where, top
 from .embedders import Embedder, embed_checked
 from .fusion import rrf
+from .hits import RecallHit
 from .recallstore import SearchingRecallStore, StoreHit, StoreQuery
 
 __all__ = ["StoreSearch"]

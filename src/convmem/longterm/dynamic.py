@@ -28,12 +28,18 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConvmemError
 from .blocks import Position, Turn, check_block
+from .hits import Dropped
 
 if TYPE_CHECKING:
     from .facts import Fact
     from .recall import Mode, RecallHit, RecallIndex
 
-__all__ = ["FactsBlock", "RecallBlock"]
+__all__ = ["DEFAULT_K", "DEFAULT_SHARE", "FactsBlock", "RecallBlock"]
+
+#: Hits a recall block shows at most, and its reserved share of the budget: chosen by measurement
+#: (``bench/evidence.py``, evidence turns reaching the request on LoCoMo at 4k and 8k tokens).
+DEFAULT_K = 20
+DEFAULT_SHARE = 0.2
 
 
 def _fact_line(fact: Fact) -> str:
@@ -85,6 +91,11 @@ class FactsBlock:
 class RecallBlock:
     """Archived messages of the turn's user relevant to the input, not already in the window.
 
+    The block is itemized: each hit is one line, ranked, and assembly drops the lowest-ranked
+    lines first. It claims ``share`` of the budget (less the reserved output) ahead of the
+    window: when the context is full, the oldest window units are left out to keep the best
+    hits up to that share, and only then are hits cut (see :mod:`convmem.policy.assembly`).
+
     Args:
         index: the recall index the memory archives into (as a sink).
         name: the block's name.
@@ -96,6 +107,7 @@ class RecallBlock:
         position: ``"system"`` or ``"user"``.
         line: how one hit is written.
         order: ``"time"`` (as said; easier to read) or ``"score"`` (best first).
+        share: the share of the budget reserved for the block, in [0, 1).
     """
 
     def __init__(
@@ -104,17 +116,22 @@ class RecallBlock:
         *,
         name: str = "recall",
         priority: int = 3,
-        k: int = 5,
+        k: int = DEFAULT_K,
         mode: Mode | None = None,
         sessions: str = "all",
         max_tokens: int | None = None,
         position: Position = "system",
         line: Callable[[RecallHit], str] = _hit_line,
         order: str = "time",
+        share: float = DEFAULT_SHARE,
     ) -> None:
         check_block(name, priority, max_tokens, position)
         if sessions not in ("all", "current"):
             raise ConvmemError(f"sessions must be 'all' or 'current', got {sessions!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConvmemError(f"k must be a positive integer, got {k!r}")
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share < 1.0:
+            raise ConvmemError(f"share must be a number in [0, 1), got {share!r}")
         self.index, self.name, self.priority, self.k, self.mode = index, name, priority, k, mode
         self.sessions, self.max_tokens, self.position, self.line, self.order = (
             sessions,
@@ -123,15 +140,21 @@ class RecallBlock:
             line,
             order,
         )
+        self.share = float(share)
         self.last_hits: list[RecallHit] = []  # what the latest render showed, for inspection
+        self.last_dropped: list[Dropped] = []  # candidates it left out, with the reason
 
     def render(self, query: str | None) -> str:
         return self.render_turn(Turn(query))
 
     def render_turn(self, turn: Turn) -> str:
+        return "\n".join(text for text, _ in self.render_items(turn))
+
+    def render_items(self, turn: Turn) -> list[tuple[str, int]]:
+        """The hits' lines in display order, each with its rank (1 = best)."""
+        self.last_hits, self.last_dropped = [], []
         if not turn.query or not turn.query.strip():
-            self.last_hits = []
-            return ""
+            return []
         window = (
             (turn.session_id, turn.window_start)
             if turn.session_id is not None and turn.window_start is not None
@@ -144,15 +167,21 @@ class RecallBlock:
             mode=self.mode,
             session_id=turn.session_id if self.sessions == "current" else None,
             exclude_window=window,
+            now=turn.now,
         )
         seen: set[str] = {turn.query.strip()}
-        unique = []
+        chosen: list[RecallHit] = []
         for hit in hits:
-            if hit.doc.text.strip() not in seen:
-                seen.add(hit.doc.text.strip())
-                unique.append(hit)
-        chosen = unique[: self.k]
+            text = hit.doc.text.strip()
+            if text in seen:
+                self.last_dropped.append(Dropped(hit, "repeats the input or a text shown above"))
+            elif len(chosen) >= self.k:
+                self.last_dropped.append(Dropped(hit, f"ranked below the block's k={self.k}"))
+            else:
+                seen.add(text)
+                chosen.append(hit)
+        ranks = {id(hit): rank for rank, hit in enumerate(chosen, start=1)}
         if self.order == "time":
             chosen.sort(key=lambda h: (h.doc.created_at, h.doc.session_id, h.doc.seq))
         self.last_hits = chosen
-        return "\n".join(self.line(h) for h in chosen)
+        return [(self.line(h), ranks[id(h)]) for h in chosen]

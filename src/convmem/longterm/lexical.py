@@ -27,7 +27,7 @@ import re
 import unicodedata
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -43,7 +43,8 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 _STOP_LIST = """a an and are as at be been but by did do does for from had has have he her hers him his how i if
     in into is it its me my of on or our she so than that the their them then there these they
-    this to was we were what when where which who whom why will with would you your yours"""
+    this to was we were what when where which who whom why will with would you your yours
+    s t d ll m re ve don didn doesn isn wasn aren weren haven hasn couldn wouldn shouldn"""
 STOPWORDS = frozenset(_STOP_LIST.split())
 
 _VOWELS = frozenset("aeiou")
@@ -65,10 +66,17 @@ def stem(word: str) -> str:
     """A light English stemmer: plurals, ``-ed``, ``-ing`` and ``-ness``, with Porter's clean-ups.
 
     Deliberately conservative: a wrong merge costs precision for every query,
-    a missed one only for queries that use another form of the word.
+    a missed one only for queries that use another form of the word. A final
+    ``e`` goes from words of five letters or more, so "receive" and "received"
+    (or "practice" and "practiced") meet at "receiv" and "practic".
     """
     if len(word) <= 3 or not word.isalpha():
         return word
+    stemmed = _stem(word)
+    return stemmed[:-1] if len(stemmed) >= 5 and stemmed[-1] == "e" else stemmed
+
+
+def _stem(word: str) -> str:
     if word.endswith(("ies", "ied")) and len(word) > 4:
         return word[:-3] + "y"
     if word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh")):
@@ -127,6 +135,8 @@ class BM25Index:
     """An append-only BM25 index over documents numbered 0, 1, 2, ... in the order they are added."""
 
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+        if k1 <= 0 or not 0.0 <= b <= 1.0:
+            raise ConfigurationError(f"BM25 needs k1 > 0 and 0 <= b <= 1, got k1={k1!r}, b={b!r}")
         self.k1, self.b = k1, b
         self._postings: dict[str, _Postings] = {}
         self._lengths = array("f")
@@ -135,26 +145,48 @@ class BM25Index:
     def __len__(self) -> int:
         return len(self._lengths)
 
-    def add(self, tokens: Sequence[str]) -> int:
-        """Index one document; returns its number."""
+    def add(self, tokens: Sequence[str], context: Sequence[str] = (), context_weight: float = 0.5) -> int:
+        """Index one document; returns its number.
+
+        ``context`` words (e.g. the previous message's) count ``context_weight`` times a word of
+        the document itself, in its term frequencies and its length.
+        """
         number = len(self._lengths)
         postings = self._postings
-        for term, tf in Counter(tokens).items():
+        counts: dict[str, float] = dict(Counter(tokens))
+        if context and context_weight > 0:
+            for term in context:
+                counts[term] = counts.get(term, 0.0) + context_weight
+        for term, tf in counts.items():
             entry = postings.get(term)
             if entry is None:
                 entry = postings[term] = _Postings()
             entry.docs.append(number)
             entry.tfs.append(tf)
-        self._lengths.append(len(tokens))
-        self._total_length += len(tokens)
+        length = len(tokens) + (context_weight * len(context) if context_weight > 0 else 0.0)
+        self._lengths.append(length)
+        self._total_length += length
         return number
 
-    def scores(self, query: Sequence[str]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        """(document numbers, BM25 scores) of every document sharing a term with ``query``, unordered."""
+    def scores(
+        self, query: Sequence[str], weights: Mapping[str, float] | None = None
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """(document numbers, BM25 scores) of every document sharing a term with ``query``, unordered.
+
+        ``weights`` scales the contribution of the terms it names (query expansion); others weigh 1.
+        """
+        totals = self.score_vector(query, weights)
+        if totals is None:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        hit = np.flatnonzero(totals)
+        return hit, totals[hit]
+
+    def score_vector(self, query: Sequence[str], weights: Mapping[str, float] | None = None) -> Any:
+        """BM25 scores of every document (0 where no term matches), or None if no query term is indexed."""
         n = len(self._lengths)
         terms = [t for t in dict.fromkeys(query) if t in self._postings]
         if not n or not terms:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
+            return None
         lengths = np.frombuffer(self._lengths, dtype=np.float32)
         avgdl = self._total_length / n or 1.0
         norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
@@ -163,8 +195,18 @@ class BM25Index:
             entry = self._postings[term]
             docs = np.frombuffer(entry.docs, dtype=np.int32)
             tfs = np.frombuffer(entry.tfs, dtype=np.float32)
-            df = len(docs)
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            totals[docs] += idf * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
-        hit = np.flatnonzero(totals)
-        return hit, totals[hit]
+            weight = self.idf(term) * (weights.get(term, 1.0) if weights is not None else 1.0)
+            totals[docs] += weight * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
+        return totals
+
+    def idf(self, term: str) -> float:
+        """The Lucene BM25 idf of ``term`` (0 for a term no document has)."""
+        entry = self._postings.get(term)
+        if entry is None:
+            return 0.0
+        n, df = len(self._lengths), len(entry.docs)
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    def document_frequency(self, term: str) -> int:
+        entry = self._postings.get(term)
+        return 0 if entry is None else len(entry.docs)

@@ -1,45 +1,33 @@
-"""Recall over the archive: lexical (BM25), dense (embeddings) and hybrid (reciprocal-rank fusion).
+"""Recall over the archive: lexical (BM25 and its ranking steps), dense (embeddings) and hybrid.
 
-:class:`RecallIndex` indexes archived messages per user, so one user's
-documents never share a ranking, a statistic or a result with another's
-(invariant 6). It is an eviction sink: ``Memory(sinks=[recall])`` hands it
-every evicted unit, and it indexes them right away.
+:class:`RecallIndex` indexes archived messages per user, so one user's documents never share a
+ranking, a statistic or a result with another's (invariant 6). It is an eviction sink:
+``Memory(sinks=[recall])`` hands it every evicted unit, and it indexes them right away.
 
-* **Lexical** is an in-process BM25 index (:mod:`convmem.longterm.lexical`),
-  updated on every archive and never rebuilt.
-* **Dense** embeds each archived message's *key* once, in batches, at archive
-  time (or, with ``defer=True``, at the next search or :meth:`~RecallIndex.flush`),
-  never on the ``add`` path of a message that stays in the window. Vectors are
-  float32 and searched exactly with numpy. If the embedder fails or returns a
-  wrong shape, ``absorb`` raises :class:`~convmem.errors.LLMError` *after* the
-  messages are indexed lexically; their vectors stay missing and are retried
-  at the next archive, search or flush.
-* **Hybrid** fuses both, by default with z-scored score fusion at equal
-  weights; ``fusion="rrf"`` selects reciprocal-rank fusion (``k=10``, half
-  weight for dense). On LoCoMo dev with all-MiniLM-L6-v2, z-score fusion beat
-  the best RRF setting at every k (R@1 36.1 vs 31.8, R@10 76.7 vs 75.5), and
-  textbook RRF (``k=60``, equal weights) fell below BM25 alone, because the
-  small embedder is much weaker than BM25 there and RRF discards how sure
-  each retriever is. See :mod:`convmem.longterm.fusion`.
+* **Lexical**: an in-process BM25 index (:mod:`.lexical`), updated on every archive and never
+  rebuilt, or a store's own (SQLite FTS5). :mod:`.ranking` then applies the steps of
+  :class:`Tuning`: the previous message's words in each key, feedback, session neighbours, and
+  the dates a query names (:mod:`.temporal`). An optional ``rewriter`` (an LLM) adds search strings.
+* **Dense**: each archived message's *key* is embedded once, in batches, at archive time (or, with
+  ``defer=True``, at the next search or :meth:`~RecallIndex.flush`), never on the ``add`` path. If
+  the embedder fails, ``absorb`` raises :class:`~convmem.errors.LLMError` *after* the lexical
+  indexing; the missing vectors are retried at the next archive, search or flush.
+* **Hybrid** fuses both, by default with z-scored score fusion (:mod:`.fusion`); ``fusion="rrf"``
+  selects reciprocal-rank fusion; ``rerank=N`` lets the embedder re-order only the top N lexical hits.
+* **In the server**: with a store whose server searches (pgvector, RediSearch), nothing of a user is
+  loaded and one query per search runs both retrievers there (:mod:`._storesearch`).
 
-Keys can be enriched (:class:`Keys`): the speaker, the date a message was
-said, facts extracted from it (LongMemEval found fact-augmented keys raise
-recall), and the message before it in the session. That last one is on by
-default: a reply ("Yes, last Sunday!") is often the evidence for a question
-whose words are in the turn before it; indexing the previous turn's words
-lexically, at half the weight of the message's own, raised LoCoMo R@10 from
-64 to 73 (``bench/locomo_recall.py``). Dense keys stay the message alone.
-
-Filters: session(s), a time range, roles, and the current window (so a
-recall block never repeats what is already in context).
+Every hit says what each signal gave it and why it was kept (:class:`~.hits.RecallHit`). The
+constants were chosen by leave-one-conversation-out cross-validation on LoCoMo
+(``bench/locomo_recall.py``; figures in ``bench/README.md``). Filters: session(s), a time range,
+roles, and the current window (so a recall block never repeats what is already in context).
 
 Example::
 
     recall = RecallIndex(embedder=SentenceTransformerEmbedder())
     memory = Memory(model="gpt-4o", user_id="alice", sinks=[recall])
-    ...
     for hit in recall.search("where did I park?", user_id="alice", k=5):
-        print(hit.score, hit.doc.text)
+        print(hit.score, hit.bm25, hit.dense, hit.reason)
 """
 
 from __future__ import annotations
@@ -47,61 +35,27 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
 from ..errors import ConfigurationError, LLMError
-from ..messages import Message, StoredMessage
+from ..messages import StoredMessage
 from ._np import np
-from ._partition import Partition, RecallDoc, RecallHit, Where, top
+from ._partition import Partition, RecallDoc, Where, top
 from ._storesearch import StoreSearch
 from .embedders import Embedder, embed_checked
 from .fusion import rrf, zscore
+from .hits import RecallHit
+from .keys import Keys
 from .lexical import tokenize
+from .ranking import DEFAULT_TUNING, LexicalSignals, QueryRewriter, Tuning, build_hits, lexical_signals
 from .recallstore import LexicalRecallStore, RecallStore, SearchingRecallStore
 
-__all__ = ["Keys", "Mode", "RecallDoc", "RecallHit", "RecallIndex", "Where"]
+__all__ = ["Keys", "Mode", "RecallDoc", "RecallHit", "RecallIndex", "Tuning", "Where"]
 
 Mode: TypeAlias = Literal["lexical", "dense", "hybrid"]
 Fusion: TypeAlias = Literal["rrf", "zscore"]
 RECALL_ROLES = frozenset({"user", "assistant", "tool"})
-
-
-@dataclass(frozen=True, slots=True)
-class Keys:
-    """How a message's indexed key is built from its text.
-
-    Attributes:
-        speaker: prefix the speaker (the message's ``name``, else its role).
-        date: append the day it was said, e.g. ``(8 May 2023)``.
-        facts: a :class:`~convmem.longterm.factbook.Facts` whose facts sourced
-            from the message are appended (give it as a sink *before* the index).
-        context: index the previous message of the session lexically with the key,
-            at half the weight.
-    """
-
-    speaker: bool = False
-    date: bool = False
-    facts: Any = None
-    context: bool = True
-
-    def build(self, message: Message, user_id: str | None, session_id: str | None = None) -> str:
-        """The key of ``message``; facts sourced from it must come from its session (ids repeat across sessions)."""
-        text = message.text
-        if self.speaker:
-            text = f"{message.name or message.role}: {text}"
-        if self.date and message.created_at is not None:
-            text = f"{text} ({message.created_at.day} {message.created_at:%B %Y})"
-        if self.facts is not None and message.id is not None:
-            sourced = [
-                f.text
-                for f in self.facts.history(user_id=user_id)
-                if message.id in f.source_message_ids and (session_id is None or f.session_id in (None, session_id))
-            ]
-            if sourced:
-                text = f"{text}\n" + "\n".join(sourced)
-        return text
 
 
 class RecallIndex:
@@ -119,9 +73,15 @@ class RecallIndex:
         roles: which roles are indexed (tool results are, system prompts are not).
         store: persists documents and vectors (write-through; a user's partition loads on first use).
             A store whose server searches (pgvector, RediSearch) keeps everything there instead:
-            nothing of a user is loaded, and both retrievers run in the server (:mod:`._storesearch`).
+            nothing of a user is loaded, and both retrievers run in the server (:mod:`._storesearch`);
+            the ranking steps of :mod:`.ranking` (neighbours, dates) then do not apply.
         lexical: ``"store"`` searches with the store's own index (SQLite FTS5, PostgreSQL, RediSearch),
             ``"memory"`` in process (dense too); ``"auto"`` picks the store's when it has one.
+        tuning: the lexical constants and steps (:class:`~convmem.longterm.ranking.Tuning`).
+        rerank: in hybrid mode, let the embedder re-score only the top ``rerank`` lexical
+            candidates instead of ranking every document (None: every document).
+        rewriter: adds search strings to the lexical query (an LLM: ``convmem.llm.rewriter``); if it
+            fails, the search goes on with the query alone and :attr:`warnings` says why.
     """
 
     def __init__(
@@ -138,6 +98,9 @@ class RecallIndex:
         roles: Collection[str] = RECALL_ROLES,
         store: RecallStore | None = None,
         lexical: Literal["auto", "memory", "store"] = "auto",
+        tuning: Tuning = DEFAULT_TUNING,
+        rerank: int | None = None,
+        rewriter: QueryRewriter | None = None,
     ) -> None:
         if mode in ("dense", "hybrid") and embedder is None:
             raise ConfigurationError(f"recall mode {mode!r} needs an embedder")
@@ -162,6 +125,11 @@ class RecallIndex:
         self._store_lexical = isinstance(store, LexicalRecallStore) and lexical != "memory"
         remote = store if isinstance(store, SearchingRecallStore) and lexical != "memory" else None
         self._remote = StoreSearch(self, remote) if remote is not None and remote.searches() else None
+        self.tuning = tuning
+        if rerank is not None and rerank < 1:
+            raise ConfigurationError(f"rerank must be a positive number of candidates, got {rerank!r}")
+        self.rerank = rerank
+        self.rewriter = rewriter
         self._lock = threading.RLock()
 
     # -- indexing ----------------------------------------------------------------------------
@@ -180,28 +148,26 @@ class RecallIndex:
                 self.store.save_docs(fresh)  # write through first: what is searchable is also stored
             added = 0
             for doc in fresh:
-                added += self._partition(doc.user_id).add(doc, self._tokens(doc)) is not None
+                added += self._index(self._partition(doc.user_id), doc) is not None
             if added and self.embedder is not None and not self.defer:
                 self.flush()
             return added
 
-    def _tokens(self, doc: RecallDoc) -> list[str]:
+    def _index(self, partition: Partition, doc: RecallDoc) -> int | None:
         if self._store_lexical:
-            return []  # the store keeps the lexical index
-        tokens = tokenize(doc.key)
-        if doc.context:
-            tokens = tokens * 2 + tokenize(doc.context)  # the message's own words weigh double
-        return tokens
+            return partition.add(doc, [])  # the store keeps the lexical index
+        context = tokenize(doc.context) if doc.context else []
+        return partition.add(doc, tokenize(doc.key), context, self.tuning.context_weight)
 
     def _partition(self, user_id: str | None) -> Partition:
         """The user's partition, loaded from the store on first use."""
         partition = self._partitions.get(user_id)
         if partition is not None:
             return partition
-        partition = self._partitions[user_id] = Partition()
+        partition = self._partitions[user_id] = Partition(k1=self.tuning.k1, b=self.tuning.b)
         if self.store is not None:
             for doc in self.store.load_docs(user_id):
-                partition.add(doc, self._tokens(doc))
+                self._index(partition, doc)
                 self._previous[(user_id, doc.session_id)] = doc.text
             if self.embedder is not None:
                 refs, vectors = self.store.load_vectors(user_id, self.embedder.name)
@@ -299,6 +265,7 @@ class RecallIndex:
         until: datetime | None = None,
         roles: Collection[str] | None = None,
         exclude_window: tuple[str, int] | None = None,
+        now: datetime | None = None,
     ) -> list[RecallHit]:
         """The ``k`` archived messages of ``user_id`` most relevant to ``query``, best first.
 
@@ -312,6 +279,9 @@ class RecallIndex:
             roles: only these roles.
             exclude_window: ``(session_id, first_seq)``: leave out that session's messages
                 from ``first_seq`` on (those already in the context window).
+            now: the time of the question, for relative dates in it ("last week").
+
+        Each hit carries its per-signal scores and the reason it was kept (:class:`RecallHit`).
         """
         mode = mode or self.mode
         if mode != "lexical" and self.embedder is None:
@@ -327,6 +297,7 @@ class RecallIndex:
             exclude_window[0] if exclude_window else None,
             exclude_window[1] if exclude_window else None,
         )
+        words = self._rewritten(query) if self.rewriter is not None and mode != "dense" else query
         with self._lock:
             if self._remote is not None:
                 return self._remote.search(query, user_id, k, mode, where)
@@ -336,7 +307,7 @@ class RecallIndex:
             if mode != "lexical":
                 self._retry_pending()
             keep = partition.mask(where)
-            lexical = self._lexical(partition, query, user_id, keep, k) if mode != "dense" else None
+            signals = self._lexical(partition, words, user_id, keep, k, now) if mode != "dense" else None
             dense = None
             if mode != "lexical":
                 assert self.embedder is not None
@@ -347,31 +318,43 @@ class RecallIndex:
                         raise
                     self._warn(f"dense recall skipped, lexical only: {exc}")
                 else:
-                    dense = partition.dense_scores(vector, keep)
+                    dense = self._dense(partition, vector, keep, signals)
             admitted = len(partition) if keep is None else int(np.count_nonzero(keep))
-            return self._fuse(partition, lexical, dense, admitted, k)
+            return self._fuse(partition, signals, dense, admitted, k)
 
-    def _lexical(self, partition: Partition, query: str, user_id: str | None, keep: Any, k: int) -> tuple[Any, Any]:
+    def _lexical(
+        self, partition: Partition, query: str, user_id: str | None, keep: Any, k: int, now: datetime | None
+    ) -> LexicalSignals:
         if not self._store_lexical:
-            return partition.lexical_scores(tokenize(query), keep)
+            return lexical_signals(partition, query, self.tuning, keep, now=now)
         assert isinstance(self.store, LexicalRecallStore)
         # Filters apply after the store's search; ask for more when they may discard many.
         limit = max(k * 4, 50) if keep is None else max(k * 4, 50, len(partition) // 4)
         pairs = [
             (partition.numbers.get(r), s) for r, s in self.store.lexical_search(query, user_id=user_id, limit=limit)
         ]
-        known = [(n, s) for n, s in pairs if n is not None and (keep is None or keep[n])]
-        return np.asarray([n for n, _ in known], dtype=np.int64), np.asarray([s for _, s in known], dtype=np.float32)
+        known = [(n, s) for n, s in pairs if n is not None]
+        found = (np.asarray([n for n, _ in known], np.int64), np.asarray([s for _, s in known], np.float32))
+        return lexical_signals(partition, query, self.tuning, keep, store_scores=found, now=now)
+
+    def _dense(self, partition: Partition, vector: Any, keep: Any, signals: LexicalSignals | None) -> tuple[Any, Any]:
+        if self.rerank is None or signals is None:
+            return partition.dense_scores(vector, keep)
+        numbers, _ = _nonzero(signals.score)
+        candidates = np.asarray([n for n, _ in top(numbers, signals.score[numbers], self.rerank)], np.int64)
+        numbers, sims = partition.dense_scores(vector, None)
+        return candidates, sims[np.searchsorted(numbers, candidates)] if len(candidates) else sims[:0]
 
     def _fuse(
         self,
         partition: Partition,
-        lexical: tuple[Any, Any] | None,
+        signals: LexicalSignals | None,
         dense: tuple[Any, Any] | None,
         admitted: int,
         k: int,
     ) -> list[RecallHit]:
         depth = max(k * 4, 50)  # fusion needs candidates beyond k from each side
+        lexical = _nonzero(signals.score) if signals is not None else None
         lex = top(*lexical, depth) if lexical is not None else []
         den = top(*dense, depth) if dense is not None else []
         lex_rank = {n: r for r, (n, _) in enumerate(lex, start=1)}
@@ -382,9 +365,22 @@ class RecallIndex:
             else:
                 parts = [(*lexical, admitted), (*dense, len(dense[0]))]
                 fused = top(*zscore(parts, self.weights), k)
+            candidates, label = max(len(lexical[0]), len(dense[0])), "fused"
         else:
             fused = (lex or den)[:k]
-        return [RecallHit(partition.docs[n], s, lex_rank.get(n), den_rank.get(n)) for n, s in fused]
+            candidates = len(lexical[0]) if lexical is not None else len(dense[0]) if dense is not None else 0
+            label = "lexical" if lexical is not None else "dense"
+        return build_hits(partition.docs, fused, lex_rank, den_rank, signals, dense, candidates, label)
+
+    def _rewritten(self, query: str) -> str:
+        """The query with the rewriter's search strings appended (outside the lock: it may call an LLM)."""
+        assert self.rewriter is not None
+        try:
+            extra = self.rewriter.rewrite(query)
+        except Exception as exc:  # a user-supplied rewriter: any failure falls back to the query alone
+            self._warn(f"query rewriting failed, searched with the query alone: {type(exc).__name__}: {exc}")
+            return query
+        return "\n".join([query, *extra])
 
     def _retry_pending(self) -> None:
         try:
@@ -395,3 +391,8 @@ class RecallIndex:
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
         del self.warnings[:-20]
+
+
+def _nonzero(scores: Any) -> tuple[Any, Any]:
+    numbers = np.flatnonzero(scores)
+    return numbers, scores[numbers]

@@ -7,7 +7,11 @@ The budget is spent in this order. The *irreducible* part goes in first:
 pinned system messages, the newest complete unit, the input and priority-0
 blocks. The rest fits around it; when it does not, convmem gives up, in turn:
 the lowest-priority blocks (truncated, then dropped), the oldest window units
-(left out for this turn only, still active), and the summary. If the
+(left out for this turn only, still active), and the summary. A block with a
+``reserve`` (a recall block's reserved share of the budget) gives up only what
+lies beyond it before the oldest window units go: a recalled message that
+matches the input outranks the oldest turns of the window, up to the reserve.
+Itemized blocks lose whole items, the lowest-ranked first. If the
 irreducible part alone is too big, ``on_overflow`` decides: ``"raise"``
 raises :class:`ContextOverflowError`, ``"truncate"`` cuts the largest
 irreducible texts with a visible marker. The total, counted by the model's own
@@ -120,20 +124,24 @@ def assemble(
     total = window.pinned_tokens + summary_tokens + blocks_tokens + window_tokens + input_tokens
     if total > available:
         cuts: list[LeftOut] = []
-        # A block's tokens inside the rendered message can differ by a few from its own count (merges at
-        # its edges), so shrink again until the rendered total fits or only priority-0 blocks are left.
-        for _ in range(4):
-            kept_blocks, _ = shrink_blocks(counter, kept_blocks, total - available, cuts)
-            blocks_message, augmented, new_blocks_tokens = render_blocks(counter, kept_blocks, template, target)
-            total += new_blocks_tokens - blocks_tokens
-            blocks_tokens = new_blocks_tokens
-            if total <= available or not any(b.priority > 0 for b in kept_blocks):
+        # Blocks give up what lies beyond their reserves, then the oldest window units go, then the reserves.
+        for keep_reserve in (True, False) if any(b.reserve for b in kept_blocks) else (False,):
+            # A block's tokens inside the rendered message can differ by a few from its own count (merges at
+            # its edges), so shrink again until the rendered total fits or only priority-0 blocks are left.
+            for _ in range(4):
+                kept_blocks, _ = shrink_blocks(counter, kept_blocks, total - available, cuts, keep_reserve=keep_reserve)
+                blocks_message, augmented, new_blocks_tokens = render_blocks(counter, kept_blocks, template, target)
+                total += new_blocks_tokens - blocks_tokens
+                unchanged, blocks_tokens = new_blocks_tokens == blocks_tokens, new_blocks_tokens
+                if total <= available or unchanged or not any(b.priority > 0 for b in kept_blocks):
+                    break
+            if total > available and start == 0:
+                start, dropped_tokens = _drop_oldest(units, stop, total - available, left_out)
+                window_tokens -= dropped_tokens
+                total -= dropped_tokens
+            if total <= available:
                 break
         left_out.extend(merge_cuts(cuts))
-        if total > available:
-            start, dropped_tokens = _drop_oldest(units, stop, total - available, left_out)
-            window_tokens -= dropped_tokens
-            total -= dropped_tokens
         if total > available and summary is not None:
             left_out.append(
                 LeftOut(
