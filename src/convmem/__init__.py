@@ -44,6 +44,7 @@ from .messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCal
 
 if TYPE_CHECKING:
     from ._core import Stats
+    from .client import AsyncClient, Client
     from .longterm.blocks import Block, CallableBlock, StaticBlock, WorkingBlock
     from .longterm.dynamic import FactsBlock, RecallBlock
     from .longterm.factbook import AsyncFacts, Facts
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
+    "AsyncClient": "client",
+    "Client": "client",
     "AsyncMemory": "memory",
     "Memory": "memory",
     "Stats": "_core",
@@ -87,6 +90,7 @@ _LAZY = {
 
 __all__ = [
     "AmbiguousSessionError",
+    "AsyncClient",
     "AsyncFacts",
     "AsyncMemory",
     "AsyncMemoryStore",
@@ -94,6 +98,7 @@ __all__ = [
     "Block",
     "BlockEditError",
     "CallableBlock",
+    "Client",
     "Compaction",
     "ConfigurationError",
     "ConflictError",

@@ -27,7 +27,7 @@ from .stores.base import LoadedSession, MessageStatus, SessionState, status_of
 from .tokens import Calibration, ModelInfo, TokenCounter, cost, lookup_model
 from .usage import ModelUsage, Usage, parse_usage
 
-__all__ = ["CONFIG_KEY", "InputLike", "MemoryBase", "keep_config", "open_options", "stored_config"]
+__all__ = ["CONFIG_KEY", "InputLike", "MemoryBase", "initial_state", "keep_config", "open_options", "stored_config"]
 
 InputLike = MessageLike | str | Sequence[MessageLike] | None
 CONFIG_KEY = "config"
@@ -257,6 +257,11 @@ def stored_config(state: SessionState) -> dict[str, Any]:
     """The options a session was saved with (empty for sessions saved before configs were kept)."""
     config = state.stats.get(CONFIG_KEY)
     return dict(config) if isinstance(config, Mapping) else {}
+
+
+def initial_state(memory: MemoryBase) -> SessionState:
+    """The state a new, empty session is saved with: the memory's options, so that opening it reuses them."""
+    return SessionState(stats={CONFIG_KEY: dict(memory._core.counts[CONFIG_KEY])})
 
 
 def open_options(state: SessionState, options: Mapping[str, Any], model: str | None) -> tuple[dict[str, Any], int]:

@@ -7,6 +7,8 @@ Commands:
 * ``convmem sessions list|show|export|import|delete|fork`` -- stored sessions
   (:mod:`convmem.cli.sessions`).
 * ``convmem mcp --user ID`` -- one user's long-term memory as an MCP server (:mod:`convmem.cli.mcp`).
+* ``convmem serve`` and ``convmem keys create|list|revoke`` -- the HTTP service and its
+  API keys (:mod:`convmem.cli.serve`).
 
 Each command lives in its own module and is registered below with one line.
 
@@ -25,6 +27,7 @@ import typer
 from .. import __version__
 from .mcp import mcp
 from .replay import replay
+from .serve import keys_app, serve
 from .sessions import sessions_app
 
 __all__ = ["app", "main"]
@@ -58,6 +61,8 @@ def _root(
 app.command(name="replay")(replay)
 app.add_typer(sessions_app, name="sessions")
 app.command(name="mcp")(mcp)
+app.command(name="serve")(serve)
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:

@@ -1,0 +1,225 @@
+"""What ``Client`` and ``AsyncClient`` share: every request they make and every response they read, without I/O.
+
+Each public method of the twins is three steps: build a :class:`Call` here,
+send it (the only part that differs), read the answer here. Messages are
+parsed and stamped on the client (id and one ``created_at`` per batch, as
+``Memory.add_many`` does) and sent in convmem's codec, so the server stores
+exactly the ``Message`` the client returns, and a retried batch carries the
+same ids. Problem documents come back as the :class:`~convmem.errors.ConvmemError`
+subclass the server mapped them from.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .._core import Stats
+from ..errors import (
+    AmbiguousSessionError,
+    BlockEditError,
+    ConfigurationError,
+    ConflictError,
+    ContextOverflowError,
+    ConvmemError,
+    InvalidMessageError,
+    LLMError,
+    SessionNotFoundError,
+    StoreError,
+    UnknownModelError,
+)
+from ..formats import as_message
+from ..formats.openai import to_openai
+from ..messages import Message
+from ..policy.context import Account, Context, LeftOut, Truncation
+from ..stores.codec import decode_message, encode_message
+from ..usage import Usage
+
+__all__ = ["Call", "ClientCore", "error_from", "options_body"]
+
+_OPTIONS = (
+    "max_tokens",
+    "max_output_tokens",
+    "strategy",
+    "strategy_options",
+    "summary_max_tokens",
+    "on_overflow",
+    "format",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    method: str
+    path: str
+    params: dict[str, Any] = field(default_factory=dict)
+    json: Any = None
+
+
+def options_body(model: str | None, session_id: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``POST /v1/sessions`` body for ``Memory``-style options; objects (a summarizer, blocks) cannot travel."""
+    unknown = sorted(set(options) - {*_OPTIONS, "title", "metadata"})
+    if unknown:
+        raise ConfigurationError(
+            f"the service cannot take {', '.join(unknown)}: only {', '.join(_OPTIONS)}, title and metadata travel"
+        )
+    body = {k: v for k, v in options.items() if v is not None}
+    if model is not None:
+        body["model"] = model
+    if session_id is not None:
+        body["id"] = session_id
+    return body
+
+
+class ClientCore:
+    """The I/O-free half of a client bound to one session."""
+
+    def __init__(self, base_url: str, api_key: str, *, user_id: str | None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.user_id = user_id
+        self.session_id = ""
+        self.model: str | None = None
+        self._headers = {"Authorization": f"Bearer {api_key}", "User-Agent": "convmem-client"}
+
+    def __repr__(self) -> str:  # never the key
+        return f"{type(self).__name__}({self.base_url!r}, session_id={self.session_id!r}, user_id={self.user_id!r})"
+
+    def _params(self) -> dict[str, Any]:
+        return {"user_id": self.user_id} if self.user_id is not None else {}
+
+    def _session(self, suffix: str = "") -> str:
+        return f"/v1/sessions/{self.session_id}{suffix}"
+
+    # -- calls -------------------------------------------------------------------------------
+    def create_call(self, model: str | None, session_id: str | None, options: Mapping[str, Any]) -> Call:
+        return Call("POST", "/v1/sessions", self._params(), options_body(model, session_id, options))
+
+    def get_call(self) -> Call:
+        return Call("GET", self._session(), self._params())
+
+    def add_call(self, messages: Iterable[Any]) -> tuple[Call, list[Message]]:
+        now = datetime.now(timezone.utc)
+        batch = []
+        for index, item in enumerate(messages):
+            message = as_message(item, index=index)
+            batch.append(message.with_identity(message.id or uuid.uuid4().hex, message.created_at or now))
+        body = {"messages": [encode_message(m) for m in batch], "format": "convmem"}
+        return Call("POST", self._session("/messages"), self._params(), body), batch
+
+    def context_call(self, input: Any, format: str | None) -> Call:
+        if isinstance(input, Message):
+            input = to_openai(input)  # the input is not stored, so it travels as a provider dict
+        elif isinstance(input, Sequence) and not isinstance(input, (str, Mapping)):
+            input = [to_openai(m) if isinstance(m, Message) else dict(m) for m in input]
+        return Call("POST", self._session("/context"), self._params(), {"input": input, "format": format})
+
+    def messages_call(self, status: Any, cursor: int) -> Call:
+        params = self._params() | {"cursor": cursor, "limit": 1000}
+        if status is not None:
+            params["status"] = [status] if isinstance(status, str) else list(status)
+        return Call("GET", self._session("/messages"), params)
+
+    def simple_call(self, method: str, suffix: str, body: Any = None) -> Call:
+        return Call(method, self._session(suffix), self._params(), body)
+
+    # -- answers -----------------------------------------------------------------------------
+    def bind(self, body: Mapping[str, Any]) -> None:
+        self.session_id = body["id"]
+        self.model = body.get("model")
+
+    @staticmethod
+    def messages_of(body: Mapping[str, Any]) -> list[Message]:
+        return [decode_message(m) for m in body["messages"]]
+
+    @staticmethod
+    def page_of(body: Mapping[str, Any]) -> tuple[list[Message], int | None]:
+        return [decode_message(item["message"]) for item in body["items"]], body["next_cursor"]
+
+    @staticmethod
+    def context_of(body: Mapping[str, Any]) -> Context:
+        a = body["account"]
+        account = Account(
+            a["budget"],
+            a["reserved_output"],
+            a["pinned"],
+            a["summary"],
+            dict(a["blocks"]),
+            a["window"],
+            a["input"],
+            a["overhead"],
+            a["exact"],
+            a["counter"],
+        )
+        return Context(
+            body["format"],
+            body["messages"],
+            body["system"],
+            account,
+            tuple(LeftOut(**item) for item in body["left_out"]),
+            tuple(Truncation(**item) for item in body["truncated"]),
+            tuple(body["window"]) if body["window"] is not None else None,
+            tuple(body["warnings"]),
+        )
+
+    @staticmethod
+    def stats_of(body: Mapping[str, Any]) -> Stats:
+        stats = dict(body["stats"])
+        stats["warnings"] = tuple(stats.get("warnings", ()))
+        return Stats(**stats)
+
+    @staticmethod
+    def usage_of(body: Mapping[str, Any]) -> Usage:
+        return Usage(body["input_tokens"], body["output_tokens"], body.get("cached_input_tokens", 0))
+
+
+_BY_TYPE: dict[str, type[ConvmemError]] = {
+    "invalid-message": InvalidMessageError,
+    "context-overflow": ContextOverflowError,
+    "unknown-model": UnknownModelError,
+    "invalid-options": ConfigurationError,
+    "block-edit": BlockEditError,
+    "ambiguous-session": AmbiguousSessionError,
+    "conflict": ConflictError,
+    "llm-failed": LLMError,
+}
+
+
+def error_from(status: int, problem: Mapping[str, Any] | None) -> ConvmemError:
+    """The ConvmemError a problem document stands for (the server's mapping, read backwards)."""
+    problem = problem or {}
+    kind = str(problem.get("type", "")).rsplit("/", 1)[-1]
+    detail = str(problem.get("detail") or f"HTTP {status}")
+    if status == 401 or status == 403:
+        return ConfigurationError(f"the convmem service refused the API key: {detail}")
+    if status == 404 and detail.startswith("session not found: "):
+        return SessionNotFoundError(detail[len("session not found: ") :].strip("'\""))
+    cls = _BY_TYPE.get(kind)
+    if cls is InvalidMessageError:
+        error = InvalidMessageError(detail)
+        error.field, error.index = problem.get("field"), problem.get("index")
+        return error
+    if cls is ContextOverflowError:
+        return _plain(cls, detail, needed=problem.get("needed", 0), budget=problem.get("budget", 0))
+    if cls is UnknownModelError:
+        return _plain(cls, detail, model="", suggestions=tuple(problem.get("suggestions") or ()))
+    if cls is AmbiguousSessionError:
+        return _plain(cls, detail, prefix="", matches=())
+    if cls is not None:
+        return cls(detail)
+    if status == 422:
+        return InvalidMessageError(detail)
+    if status == 404:
+        return StoreError(detail)
+    return StoreError(f"convmem service: {detail} (HTTP {status})")
+
+
+def _plain(cls: type[ConvmemError], detail: str, **attributes: Any) -> ConvmemError:
+    """An instance of ``cls`` carrying the server's text as is (its own ``__init__`` would reword it)."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, detail)
+    for name, value in attributes.items():
+        setattr(error, name, value)
+    return error

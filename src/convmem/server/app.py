@@ -1,0 +1,249 @@
+"""The FastAPI application: authentication, limits, error mapping and the OpenAPI document.
+
+Routes live in :mod:`~convmem.server.routes_sessions`,
+:mod:`~convmem.server.routes_memory` and :mod:`~convmem.server.routes_admin`;
+this module wires them to one :class:`Service` and adds what every request
+goes through: the body-size limit and the time limit (pure ASGI middleware),
+the key check (a dependency), and the problem+json error handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from importlib.resources import files
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..errors import ConvmemError
+from .backends import Backend, open_backend
+from .deps import admin, tenant_of
+from .keys import KeyRegistry, open_registry
+from .links import add_links
+from .memories import MemoryService
+from .problems import MEDIA_TYPE, PROBLEM_SCHEMA, ServiceError, problem, problem_of
+from .sessions import SessionService
+from .settings import Settings
+
+__all__ = ["Service", "app_from_env", "create_app"]
+
+log = logging.getLogger("convmem.server")
+Scope_ = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope_, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+class Service:
+    """Everything a request needs: settings, the key registry, and the session and memory services."""
+
+    def __init__(
+        self, settings: Settings, *, registry: KeyRegistry | None = None, backend: Backend | None = None
+    ) -> None:
+        self.settings = settings
+        self.registry = registry or open_registry(settings.keys)
+        self.backend = backend or open_backend(settings.store, schema=settings.pg_schema, prefix=settings.redis_prefix)
+        self.sessions = SessionService(self.backend)
+        embedder = None
+        if settings.embedder == "hashing":
+            from ..longterm.embedders import HashingEmbedder
+
+            embedder = HashingEmbedder()
+        self.memories = MemoryService(self.backend, self.sessions, embedder=embedder)
+        from ..tokens import counter_for
+
+        counter_for("gpt-4o").count_text("warm")  # load the default vocabulary now, not on a worker's first request
+
+    def close(self) -> None:
+        self.backend.close()
+        self.registry.close()
+
+
+def create_app(settings: Settings | None = None, *, service: Service | None = None) -> FastAPI:
+    """The service as an ASGI app (give ``service`` to share a registry or backend, e.g. in tests)."""
+    from .routes_admin import router as admin_router
+    from .routes_memory import router as memory_router
+    from .routes_sessions import router as sessions_router
+
+    settings = settings or (service.settings if service is not None else Settings())
+    service = service or Service(settings)
+    app = FastAPI(
+        title="convmem",
+        version=__version__,
+        summary="Conversation memory as a service: sessions, contexts within exact budgets, facts, blocks, recall.",
+        openapi_url="/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.service = service
+    app.include_router(sessions_router, dependencies=[Depends(tenant_of)])
+    app.include_router(memory_router, dependencies=[Depends(tenant_of)])
+    app.include_router(admin_router, dependencies=[Depends(admin)])
+    _handlers(app)
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    if settings.ui:
+        app.mount("/ui", StaticFiles(directory=str(files("convmem.server") / "static"), html=True), name="ui")
+
+        @app.get("/", include_in_schema=False)
+        def root() -> RedirectResponse:
+            return RedirectResponse("/ui/")
+
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    limited = Limits(app, max_body=settings.max_body_bytes, timeout=settings.request_timeout)
+    app.state.asgi = limited
+    return app
+
+
+def app_from_env() -> Any:
+    """The app of one worker process, from ``CONVMEM_SERVE_*`` (``uvicorn --factory``)."""
+    app = create_app(Settings.from_env())
+    return app.state.asgi
+
+
+def _problem_response(body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(body, status_code=body["status"], media_type=MEDIA_TYPE, headers=headers)
+
+
+def _handlers(app: FastAPI) -> None:
+    def scrubber(request: Request) -> Any:
+        from .tenancy import Scope
+
+        tenant = getattr(request.state, "tenant", None)
+        if tenant is None:
+            return None
+        return Scope(tenant, request.query_params.get("user_id")).scrub
+
+    @app.exception_handler(ConvmemError)
+    async def convmem_error(request: Request, exc: ConvmemError) -> JSONResponse:
+        body = problem_of(exc, scrubber(request))
+        if body["status"] >= 500:
+            log.warning("%s %s: %s", request.method, request.url.path, type(exc).__name__)
+        return _problem_response(body)
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return _problem_response(problem(exc.status, exc.kind, exc.title, exc.detail, **exc.extra), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()
+        ]
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        where = ".".join(str(p) for p in first["loc"])
+        detail = f"{where}: {first['msg']}" if where else str(first["msg"])
+        return _problem_response(problem(422, "invalid-request", "Invalid request", detail, errors=errors))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # a body that is not JSON at all is invalid input like any other
+            return _problem_response(problem(422, "invalid-request", "Invalid request", "the body is not valid JSON"))
+        kinds = {404: "not-found", 405: "method-not-allowed", 413: "too-large"}
+        body = problem(exc.status_code, kinds.get(exc.status_code, "http"), str(exc.detail), str(exc.detail))
+        return _problem_response(body, dict(exc.headers or {}))
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception) -> JSONResponse:
+        log.error("%s %s failed: %s", request.method, request.url.path, type(exc).__name__)
+        return _problem_response(problem(500, "internal", "Internal error", "the service failed; this is a bug"))
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(
+        title=app.title, version=app.version, summary=app.summary, routes=app.routes, openapi_version="3.1.0"
+    )
+    components = schema.setdefault("components", {})
+    components.setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+    for path in schema["paths"].values():
+        for operation in path.values():
+            responses = operation.get("responses", {})
+            if responses.get("422", {}).get("content", {}).get("application/json"):
+                responses["422"]["content"] = {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    for name in ("HTTPValidationError", "ValidationError"):
+        components["schemas"].pop(name, None)
+    add_links(schema)
+    app.openapi_schema = schema
+    return schema
+
+
+_UI_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+class Limits:
+    """Pure ASGI middleware: a body-size limit (413) and a per-request time limit (503)."""
+
+    def __init__(self, app: ASGIApp, *, max_body: int, timeout: float) -> None:
+        self.app, self.max_body, self.timeout = app, max_body, timeout
+
+    async def __call__(
+        self, scope: Scope_, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]
+    ) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or {}).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            await _send_problem(
+                send, 413, "too-large", "Request body too large", f"the body limit is {self.max_body} bytes"
+            )
+            return
+        started = False
+        seen = 0
+
+        async def counted() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body:  # a chunked body has no length to check up front
+                raise StarletteHTTPException(413, f"the body limit is {self.max_body} bytes")
+            return message
+
+        async def watched(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                if str(scope.get("path", "")).startswith("/ui"):  # the inspector loads nothing from elsewhere
+                    message = {**message, "headers": [*message.get("headers", []), *_UI_HEADERS]}
+            await send(message)
+
+        try:
+            await asyncio.wait_for(self.app(scope, counted, watched), self.timeout)
+        except asyncio.TimeoutError:
+            if not started:
+                await _send_problem(
+                    send,
+                    503,
+                    "timeout",
+                    "Request timed out",
+                    f"the request took longer than {self.timeout:g}s; a write may still complete: "
+                    "retry with the same message ids",
+                )
+
+
+async def _send_problem(
+    send: Callable[[Any], Awaitable[None]], status: int, kind: str, title: str, detail: str
+) -> None:
+    body = json.dumps(problem(status, kind, title, detail)).encode()
+    headers = [(b"content-type", MEDIA_TYPE.encode()), (b"content-length", str(len(body)).encode())]
+    if status == 503:
+        headers.append((b"retry-after", b"1"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

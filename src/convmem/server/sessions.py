@@ -1,0 +1,305 @@
+"""The session half of the service: a thin adapter from tenant-scoped requests to ``Memory`` and the store.
+
+Every method takes a :class:`~convmem.server.tenancy.Scope` and a client
+session id, maps both onto the store (:mod:`convmem.server.tenancy`), opens the
+session with ``Memory.open`` (so the options it was created with decide its
+context, exactly as in process), performs one ``Memory`` call and returns
+library objects. No policy lives here: eviction, summaries, budgets and
+rendering are the library's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from .._facade import initial_state
+from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
+from ..formats import FORMATS, as_message
+from ..longterm.blocks import StaticBlock
+from ..memory import Memory
+from ..messages import Message
+from ..policy.context import Context
+from ..stores._common import export_header
+from ..stores.base import MessageStatus, SessionInfo, StoredMessage, status_of
+from ..stores.codec import decode_message
+from .backends import Backend, RecallSink
+from .problems import ServiceError
+from .tenancy import Scope
+
+__all__ = ["SessionService"]
+
+ADD_ATTEMPTS = 3
+
+
+class SessionService:
+    """Sessions, messages and contexts of every tenant, over one :class:`Backend`."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.store = backend.store
+        self.sink = RecallSink(backend)
+
+    # -- naming --------------------------------------------------------------------------------
+    def resolve(self, scope: Scope, session_id: str) -> SessionInfo:
+        """The store's session for a client id (or unique prefix): the tenant's own ids first, then fork ids."""
+        user = scope.store_user
+        try:
+            return self.store.get_session(scope.store_session(session_id), user_id=user)
+        except SessionNotFoundError:
+            pass
+        try:
+            return self.store.get_session(session_id, user_id=user)
+        except SessionNotFoundError:
+            raise SessionNotFoundError(session_id) from None
+
+    def open(self, scope: Scope, session_id: str, *, blocks: bool = False) -> Memory:
+        """``Memory.open`` on the tenant's id first, then on a fork's (one lookup fewer than resolving first)."""
+        extra: dict[str, Any] = {"sinks": [self.sink]}
+        if blocks:
+            extra["blocks"] = self.user_blocks(scope)
+        user = scope.store_user
+        try:
+            return Memory.open(scope.store_session(session_id), store=self.store, user_id=user, **extra)
+        except SessionNotFoundError:
+            pass
+        try:
+            return Memory.open(session_id, store=self.store, user_id=user, **extra)
+        except SessionNotFoundError:
+            raise SessionNotFoundError(session_id) from None
+
+    def user_blocks(self, scope: Scope) -> list[StaticBlock]:
+        """The user's working blocks as they are now: every context of the user's sessions shows them."""
+        return [
+            StaticBlock(r.name, r.value, priority=r.priority, max_tokens=r.max_tokens, position=r.position)  # type: ignore[arg-type]
+            for r in self.backend.blocks.list_blocks(scope.store_user)
+        ]
+
+    # -- sessions ------------------------------------------------------------------------------
+    def create(
+        self, scope: Scope, options: Mapping[str, Any], *, title: str | None, metadata: Mapping[str, Any]
+    ) -> SessionInfo:
+        """A new, empty session whose options are saved with it (so every later open uses them)."""
+        options = dict(options)
+        session_id = options.pop("id", None) or uuid.uuid4().hex
+        store_id = scope.store_session(session_id)
+        memory = Memory(store=self.store, session_id=store_id, user_id=scope.store_user, **options)  # validates
+        now = datetime.now(timezone.utc)
+        info = SessionInfo(store_id, scope.store_user, title, memory.model, dict(metadata), now, now, 0, 0)
+        try:
+            return self.store.import_jsonl(export_header(info, initial_state(memory), 0), user_id=scope.store_user)
+        except StoreError as exc:
+            if "is taken" in str(exc):
+                raise ConflictError(f"session id {session_id!r} is taken") from None
+            raise
+
+    def list_sessions(self, scope: Scope, *, limit: int, query: str | None) -> list[SessionInfo]:
+        sessions = self.store.list_sessions(user_id=scope.store_user, limit=None if query else limit)
+        if query:
+            needle = query.casefold()
+            sessions = [s for s in sessions if needle in _searchable(scope, s)]
+        return sessions[:limit]
+
+    def update(
+        self, scope: Scope, session_id: str, *, title: str | None, metadata: Mapping[str, Any] | None
+    ) -> SessionInfo:
+        info = self.resolve(scope, session_id)
+        return self.store.update_session(info.id, user_id=scope.store_user, title=title, metadata=metadata)
+
+    def delete(self, scope: Scope, session_id: str) -> None:
+        self.store.delete_session(self.resolve(scope, session_id).id, user_id=scope.store_user)
+
+    def fork(self, scope: Scope, session_id: str, at_seq: int) -> SessionInfo:
+        info = self.resolve(scope, session_id)
+        last = self._last_seq(scope, info)
+        if last is None or at_seq > last:
+            raise ServiceError(
+                422, "invalid-seq", "Invalid seq", f"cannot fork at seq {at_seq}: the session's last seq is {last}"
+            )
+        return self.store.fork(info.id, at_seq, user_id=scope.store_user)
+
+    def export(self, scope: Scope, session_id: str) -> bytes:
+        info = self.resolve(scope, session_id)
+        data = self.store.export_jsonl(info.id, user_id=scope.store_user)
+        head, _, rest = data.partition(b"\n")
+        header = json.loads(head)
+        header["session"]["id"] = scope.client_session(header["session"]["id"])
+        lines = [_dumps(header)] + [_relabel(line, scope.client_message) for line in rest.decode().splitlines()]
+        return ("\n".join(lines) + "\n").encode()
+
+    def import_(self, scope: Scope, data: str, session_id: str | None) -> SessionInfo:
+        head, _, rest = data.partition("\n")
+        try:
+            header = json.loads(head)
+            exported = header["session"]["id"]
+        except (ValueError, KeyError, TypeError):
+            raise ServiceError(
+                422, "invalid-export", "Invalid export", "line 1: not a convmem session export header"
+            ) from None
+        chosen = session_id or (exported if isinstance(exported, str) else None) or uuid.uuid4().hex
+        header["session"]["id"] = scope.store_session(chosen)
+        try:
+            lines = [_dumps(header)] + [_relabel(line, scope.store_message) for line in rest.splitlines() if line]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ServiceError(422, "invalid-export", "Invalid export", "a message line is not valid JSON") from None
+        text = "\n".join(lines) + "\n"
+        try:
+            return self.store.import_jsonl(text, user_id=scope.store_user)
+        except StoreError as exc:
+            if "is taken" in str(exc):
+                raise ConflictError(f"import: session id {chosen!r} is taken; nothing was imported") from None
+            if str(exc).startswith("import:"):
+                raise ServiceError(422, "invalid-export", "Invalid export", scope.scrub(str(exc))) from None
+            raise
+
+    # -- messages ------------------------------------------------------------------------------
+    def add(self, scope: Scope, session_id: str, items: Sequence[Mapping[str, Any]], *, codec: bool) -> list[Message]:
+        """``Memory.add_many``; a lost race to save the state after the append still counts as added.
+
+        The append is one write; the state save that may follow (an eviction)
+        is optimistic. If another writer saved first, the messages are stored
+        and the next add of the session settles its window again: reporting an
+        error would make the client retry a write that has happened.
+        """
+        now = datetime.now(timezone.utc)
+        parsed = [(_decode if codec else _parse)(item, i) for i, item in enumerate(items)]
+        batch = [m.with_identity(scope.store_message(m.id or uuid.uuid4().hex), m.created_at or now) for m in parsed]
+        for attempt in range(ADD_ATTEMPTS):
+            memory = self.open(scope, session_id)
+            before = memory.stats().messages
+            try:
+                return memory.add_many(batch)
+            except ConflictError:
+                if memory.stats().messages > before:  # appended; only the state save lost
+                    return batch
+                if attempt == ADD_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def add_response(
+        self, scope: Scope, session_id: str, response: Mapping[str, Any], fmt: str | None
+    ) -> list[Message]:
+        """Add a provider response's output and record its usage.
+
+        Until ``Memory.add_response`` exists (provider-exact issue), the output
+        is taken from the response's documented place: ``choices[0].message``,
+        the Anthropic message itself, or the Responses ``output`` items.
+        """
+        fmt = fmt or _response_format(response)
+        items = _response_items(response, fmt)
+        added = self.add(scope, session_id, items, codec=False)
+        usage = response.get("usage")
+        if isinstance(usage, Mapping) and usage:
+            self.record_usage(scope, session_id, usage)
+        return added
+
+    def page(
+        self, scope: Scope, session_id: str, *, status: Sequence[MessageStatus], cursor: int, limit: int
+    ) -> tuple[list[tuple[StoredMessage, MessageStatus]], int | None]:
+        info = self.resolve(scope, session_id)
+        state = self.store.load(info.id, user_id=scope.store_user).state
+        wanted = set(status)
+        out: list[tuple[StoredMessage, MessageStatus]] = []
+        rows: Iterator[StoredMessage] = iter(self.store.messages(info.id, user_id=scope.store_user, from_seq=cursor))
+        for stored in rows:
+            kind = status_of(stored, state)
+            if wanted and kind not in wanted:
+                continue
+            if len(out) == limit:
+                return out, stored.seq
+            out.append((stored, kind))
+        return out, None
+
+    def context(self, scope: Scope, session_id: str, input: Any, fmt: str | None) -> Context:
+        return self.open(scope, session_id, blocks=True).context(input, format=fmt)
+
+    def clear(self, scope: Scope, session_id: str, *, keep_system: bool) -> None:
+        self.open(scope, session_id).clear(keep_system=keep_system)
+
+    def rollback(self, scope: Scope, session_id: str) -> list[Message]:
+        return self.open(scope, session_id).rollback_incomplete()
+
+    def repair(self, scope: Scope, session_id: str) -> list[Message]:
+        return self.open(scope, session_id).repair()
+
+    def record_usage(self, scope: Scope, session_id: str, usage: Mapping[str, Any]) -> dict[str, Any]:
+        memory = self.open(scope, session_id)
+        try:
+            parsed = memory.record_usage(dict(usage))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise InvalidMessageError(f"not a usage object: {exc}", field="usage") from None
+        return dataclasses.asdict(parsed)
+
+    def detail(self, scope: Scope, session_id: str) -> tuple[SessionInfo, Memory]:
+        info = self.resolve(scope, session_id)
+        return info, Memory.open(info.id, store=self.store, user_id=scope.store_user)
+
+    def _last_seq(self, scope: Scope, info: SessionInfo) -> int | None:
+        loaded = self.store.load(info.id, user_id=scope.store_user)
+        seqs = [s.seq for s in (*loaded.pinned, *loaded.window)]
+        last = max([*seqs, loaded.state.window_start - 1], default=-1)
+        return last if last >= 0 else None
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _relabel(line: str, rename: Any) -> str:
+    """An export line with its message id renamed (between the store's and the client's namespace)."""
+    row = json.loads(line)
+    message = row.get("message") if isinstance(row, dict) else None
+    if isinstance(message, dict) and isinstance(message.get("id"), str):
+        message["id"] = rename(message["id"])
+    return _dumps(row)
+
+
+def _searchable(scope: Scope, info: SessionInfo) -> str:
+    return " ".join([scope.client_session(info.id), info.title or "", json.dumps(dict(info.metadata))]).casefold()
+
+
+def _parse(item: Mapping[str, Any], index: int) -> Message:
+    if not isinstance(item, Mapping):
+        raise InvalidMessageError(f"must be an object, got {type(item).__name__}", index=index)
+    return as_message(item, index=index)
+
+
+def _decode(item: Mapping[str, Any], index: int) -> Message:
+    try:
+        return decode_message(dict(item))
+    except InvalidMessageError as exc:
+        raise exc.at(index) from None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise InvalidMessageError(f"not a convmem message: {exc}", index=index) from None
+
+
+def _response_format(response: Mapping[str, Any]) -> str:
+    if "choices" in response:
+        return "openai"
+    if "output" in response:
+        return "responses"
+    if response.get("type") == "message" or ("role" in response and "content" in response):
+        return "anthropic"
+    raise InvalidMessageError("cannot tell the response's format; pass format", field="response")
+
+
+def _response_items(response: Mapping[str, Any], fmt: str) -> list[dict[str, Any]]:
+    if fmt not in FORMATS:
+        raise InvalidMessageError(f"unknown format {fmt!r}", field="format")
+    try:
+        if fmt == "openai":
+            message = response["choices"][0]["message"]
+            return [{k: v for k, v in message.items() if v is not None}]
+        if fmt == "anthropic":
+            return [{"role": response.get("role", "assistant"), "content": response["content"]}]
+        items = [item for item in response["output"] if isinstance(item, Mapping)]
+        if not items:
+            raise InvalidMessageError("the response has no output items", field="response.output")
+        return [dict(item) for item in items]
+    except (KeyError, IndexError, TypeError, AttributeError):
+        where = {"openai": "choices[0].message", "anthropic": "content", "responses": "output"}[fmt]
+        raise InvalidMessageError(f"a {fmt} response needs {where}", field=f"response.{where}") from None

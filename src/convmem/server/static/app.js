@@ -1,0 +1,288 @@
+// convmem inspector: plain JS over the /v1 API. The key lives in sessionStorage only, sent as a Bearer header.
+
+const $ = (id) => document.getElementById(id);
+const state = { key: "", user: "", session: null, cursor: null, timer: null, turnRequest: 0 };
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === "text") node.textContent = value;
+    else if (name === "width") node.style.width = value; // CSSOM, not a style attribute: the CSP allows it
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else if (value !== undefined && value !== null) node.setAttribute(name, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function say(text, isError = false) {
+  const status = $("status");
+  status.textContent = text;
+  status.classList.toggle("error", isError);
+}
+
+async function api(method, path, params = {}, body = undefined) {
+  const url = new URL(path, window.location.origin);
+  if (state.user) url.searchParams.set("user_id", state.user);
+  for (const [name, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null && value !== "") url.searchParams.set(name, value);
+  }
+  const init = { method, headers: { Authorization: `Bearer ${state.key}` } };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(url, init);
+  const data = response.status === 204 ? null : await response.json().catch(() => null);
+  if (!response.ok) {
+    const detail = data && data.detail ? data.detail : `HTTP ${response.status}`;
+    throw new Error(detail);
+  }
+  return data;
+}
+
+async function guarded(task) {
+  try {
+    await task();
+  } catch (error) {
+    say(error.message, true);
+  }
+}
+
+// -- sessions ------------------------------------------------------------------------------
+async function loadSessions() {
+  const query = $("session-search").value.trim();
+  const data = await api("GET", "/v1/sessions", { q: query, limit: 200 });
+  const list = $("sessions");
+  list.replaceChildren();
+  for (const info of data.items) {
+    const label = info.title ? `${info.title} · ${info.id}` : info.id;
+    const button = el("button", { type: "button", "data-session": info.id, onclick: () => guarded(() => openSession(info.id)) },
+      el("span", { class: "session-name", text: label }),
+      el("span", { class: "muted", text: `${info.message_count} messages · ${info.tokens} tokens` }));
+    if (state.session && state.session.id === info.id) button.setAttribute("aria-current", "true");
+    list.append(el("li", {}, button));
+  }
+  say(data.items.length ? `${data.items.length} session(s)` : "no sessions for this user");
+}
+
+async function openSession(id) {
+  const detail = await api("GET", `/v1/sessions/${encodeURIComponent(id)}`);
+  state.session = detail;
+  for (const button of document.querySelectorAll("#sessions button")) {
+    button.toggleAttribute("aria-current", button.dataset.session === id);
+  }
+  $("detail").hidden = false;
+  $("session-title").textContent = detail.title || detail.id;
+  const options = detail.options;
+  $("session-meta").textContent =
+    `${detail.id} · ${detail.model || "no model"} · ${options.strategy || "token_budget"} · budget ${detail.budget}` +
+    ` · reserve ${detail.reserved_output} · ${detail.message_count} messages` +
+    (detail.parent_id ? ` · fork of ${detail.parent_id} at ${detail.fork_seq}` : "");
+  const slider = $("turn-slider");
+  const last = Math.max(0, detail.message_count - 1);
+  slider.max = String(last);
+  slider.value = String(last);
+  slider.disabled = detail.message_count === 0;
+  $("turn-last").textContent = String(last);
+  await Promise.all([loadMessages(true), loadSummaries(), detail.message_count ? loadTurn(last) : clearTurn()]);
+  say(`session ${detail.id}`);
+}
+
+// -- the turn slider -----------------------------------------------------------------------
+const PARTS = [
+  ["system", "system", (a) => a.pinned],
+  ["blocks", "blocks", (a) => Object.values(a.blocks).reduce((x, y) => x + y, 0)],
+  ["summary", "summary", (a) => a.summary],
+  ["window", "window", (a) => a.window],
+  ["input", "input", (a) => a.input],
+  ["overhead", "overhead", (a) => a.overhead],
+  ["reserve", "reserve", (a) => a.reserved_output],
+  ["free", "free", (a) => Math.max(0, a.free)],
+];
+
+function clearTurn() {
+  $("turn-seq").textContent = "–";
+  $("account-bar").replaceChildren();
+  $("account-numbers").replaceChildren();
+  $("left-out").replaceChildren();
+  $("context-json").textContent = "";
+  $("turn-notes").textContent = "no messages yet";
+}
+
+function scheduleTurn() {
+  clearTimeout(state.timer);
+  const seq = Number($("turn-slider").value);
+  $("turn-seq").textContent = String(seq);
+  state.timer = setTimeout(() => guarded(() => loadTurn(seq)), 120);
+}
+
+async function loadTurn(seq) {
+  const ticket = ++state.turnRequest;
+  const turn = await api("GET", `/v1/sessions/${encodeURIComponent(state.session.id)}/turns/${seq}`);
+  if (ticket !== state.turnRequest) return; // a newer slider position is on its way
+  const account = turn.context.account;
+  $("turn-seq").textContent = String(turn.seq);
+  $("turn-last").textContent = String(turn.last_seq);
+  $("turn-slider").max = String(turn.last_seq);
+  const bar = $("account-bar");
+  const numbers = $("account-numbers");
+  bar.replaceChildren();
+  numbers.replaceChildren();
+  bar.setAttribute("data-seq", String(turn.seq));
+  for (const [part, label, pick] of PARTS) {
+    const tokens = pick(account);
+    const width = account.budget ? (100 * tokens) / account.budget : 0;
+    if (tokens > 0) {
+      bar.append(el("span", { class: `part part-${part}`, width: `${width}%`, title: `${label}: ${tokens}` }));
+    }
+    numbers.append(el("div", { class: `legend part-${part}` },
+      el("dt", { text: label }), el("dd", { "data-part": part, text: String(tokens) })));
+  }
+  numbers.append(el("div", { class: "legend" }, el("dt", { text: "budget" }),
+    el("dd", { "data-part": "budget", text: String(account.budget) })));
+  const blocks = Object.entries(account.blocks).map(([name, tokens]) => `${name} ${tokens}`).join(", ");
+  bar.setAttribute("aria-label", `Token account at turn ${turn.seq}: ${PARTS.map(([p, l, f]) => `${l} ${f(account)}`).join(", ")}`);
+  $("turn-notes").textContent = [
+    turn.exact ? "replayed exactly" : "replay is approximate",
+    ...turn.notes,
+    blocks ? `blocks: ${blocks}` : "",
+    account.exact ? `counter ${account.counter}` : `approximate counter ${account.counter}`,
+  ].filter(Boolean).join(" · ");
+  const left = $("left-out");
+  left.replaceChildren();
+  for (const item of turn.context.left_out) {
+    const range = item.first_seq === null ? "" : ` (seq ${item.first_seq}–${item.last_seq})`;
+    left.append(el("li", { "data-reason": item.reason },
+      el("strong", { text: item.reason }),
+      ` ${item.messages} message(s), ${item.tokens} tokens${range}: ${item.detail}`));
+  }
+  if (!turn.context.left_out.length) left.append(el("li", { class: "muted", text: "nothing: the whole history fits" }));
+  $("context-json").textContent = JSON.stringify(turn.context.request, null, 2);
+  for (const row of document.querySelectorAll("#messages li")) {
+    row.classList.toggle("future", Number(row.dataset.seq) > turn.seq);
+  }
+}
+
+// -- conversation, summaries ---------------------------------------------------------------
+function messageText(message) {
+  if (typeof message.content === "string") return message.content;
+  if (Array.isArray(message.content)) {
+    return message.content.map((part) => part.text || `[${part.type}]`).join(" ");
+  }
+  if (message.tool_calls) return message.tool_calls.map((c) => `${c.name}(${c.arguments})`).join(" ");
+  return "";
+}
+
+const STATUS_LABEL = { active: "window", archived: "archived", summarized: "summarized", pinned: "pinned", cleared: "cleared" };
+
+async function loadMessages(reset) {
+  if (reset) {
+    state.cursor = 0;
+    $("messages").replaceChildren();
+  }
+  const status = $("status-filter").value;
+  const page = await api("GET", `/v1/sessions/${encodeURIComponent(state.session.id)}/messages`,
+    { status, cursor: state.cursor, limit: 200 });
+  for (const item of page.items) {
+    const message = item.message;
+    const jump = el("button", { type: "button", class: "seq", text: `#${item.seq}`, "aria-label": `Show the context at turn ${item.seq}`,
+      onclick: () => { $("turn-slider").value = String(item.seq); scheduleTurn(); $("turn-slider").focus(); } });
+    $("messages").append(el("li", { "data-seq": String(item.seq), "data-status": item.status },
+      jump,
+      el("span", { class: `badge status-${item.status}`, text: STATUS_LABEL[item.status] || item.status }),
+      el("span", { class: "role", text: message.role }),
+      el("span", { class: "muted", text: `${item.tokens} tok` }),
+      el("p", { class: "text", text: messageText(message) })));
+  }
+  state.cursor = page.next_cursor;
+  $("more-messages").hidden = page.next_cursor === null;
+}
+
+async function loadSummaries() {
+  const list = $("summaries");
+  list.replaceChildren();
+  const steps = await api("GET", `/v1/sessions/${encodeURIComponent(state.session.id)}/summaries`);
+  for (const step of steps) {
+    list.append(el("li", {},
+      el("span", { class: "muted", text: `after #${step.after_seq}: covers seq ${step.first_seq}–${step.last_seq}, ${step.tokens} tokens` }),
+      el("p", { class: "text", text: step.text })));
+  }
+  if (!steps.length) list.append(el("li", { class: "muted", text: "no summary yet" }));
+}
+
+// -- facts, recall -------------------------------------------------------------------------
+async function loadFacts() {
+  const facts = await api("GET", "/v1/facts", { history: "true" });
+  const byId = Object.fromEntries(facts.map((fact) => [fact.id, fact]));
+  const list = $("facts");
+  list.replaceChildren();
+  for (const fact of facts) {
+    const when = (stamp) => stamp.slice(0, 16).replace("T", " ");
+    const until = fact.valid_to ? `until ${when(fact.valid_to)}` : "still valid";
+    const replaced = fact.replaced_by && byId[fact.replaced_by] ? ` → replaced by “${byId[fact.replaced_by].text}”` : "";
+    const reason = fact.invalid_reason ? ` (${fact.invalid_reason})` : "";
+    list.append(el("li", { class: fact.valid_to ? "ended" : "open", "data-fact": fact.id },
+      el("p", { class: "text", text: fact.text }),
+      el("span", { class: "muted", text: `${fact.subject ? fact.subject + " · " : ""}from ${when(fact.valid_from)} ${until}${reason}${replaced}` })));
+  }
+  if (!facts.length) list.append(el("li", { class: "muted", text: "no facts for this user" }));
+}
+
+async function search(event) {
+  event.preventDefault();
+  const body = { query: $("recall-query").value, k: 10 };
+  if ($("recall-mode").value) body.mode = $("recall-mode").value;
+  const found = await api("POST", "/v1/recall", {}, body);
+  const rows = $("recall-results").querySelector("tbody");
+  rows.replaceChildren();
+  const signal = (s) => (s.rank === null ? "–" : s.score === null || s.score === undefined ? `#${s.rank}` : `#${s.rank} (${Number(s.score).toFixed(3)})`);
+  for (const hit of found.items) {
+    rows.append(el("tr", {},
+      el("td", { text: hit.score.toFixed(3) }),
+      el("td", { text: signal(hit.signals.lexical) }),
+      el("td", { text: signal(hit.signals.dense) }),
+      el("td", {}, el("span", { class: "clamp" },
+        el("span", { class: "muted", text: `${hit.session_id} #${hit.seq} ${hit.role}: ` }), hit.text))));
+  }
+  say(`${found.items.length} result(s), ${found.mode} recall`);
+}
+
+// -- wiring --------------------------------------------------------------------------------
+async function connect(event) {
+  if (event) event.preventDefault();
+  state.key = $("api-key").value.trim();
+  state.user = $("user-id").value.trim();
+  sessionStorage.setItem("convmem.key", state.key);
+  sessionStorage.setItem("convmem.user", state.user);
+  state.session = null;
+  $("detail").hidden = true;
+  await Promise.all([loadSessions(), loadFacts()]);
+}
+
+function init() {
+  $("connect").addEventListener("submit", (event) => guarded(() => connect(event)));
+  let searchTimer = null;
+  $("session-search").addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => guarded(loadSessions), 150);
+  });
+  $("turn-slider").addEventListener("input", scheduleTurn);
+  $("status-filter").addEventListener("change", () => guarded(() => loadMessages(true)));
+  $("more-messages").addEventListener("click", () => guarded(() => loadMessages(false)));
+  $("recall-form").addEventListener("submit", (event) => guarded(() => search(event)));
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "/" && !["INPUT", "SELECT", "TEXTAREA"].includes(document.activeElement.tagName)) {
+      event.preventDefault();
+      $("session-search").focus();
+    }
+  });
+  const key = sessionStorage.getItem("convmem.key");
+  if (key) {
+    $("api-key").value = key;
+    $("user-id").value = sessionStorage.getItem("convmem.user") || "";
+    guarded(() => connect());
+  }
+}
+
+init();
