@@ -4,8 +4,10 @@ and no empty database left behind by a mistyped path."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,14 @@ from convmem.stores import SQLiteStore
 runner = CliRunner()
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_session.jsonl"
 TITLE = "Why the nightly export job slowed down after the index change"
+
+
+@pytest.fixture(autouse=True)
+def _run_as_the_convmem_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hints name the program as it was run; here that is the ``convmem`` script, whatever started pytest."""
+    script = Path(sys.executable).parent / "convmem"
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setattr("sys.argv", [str(script)])
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from convmem import ConflictError, Memory
+from convmem import Memory, StaleSessionError
 
 from .conftest import Api, make_api
 
@@ -85,9 +85,15 @@ def test_messages_in_each_format_and_the_codec(api: Api) -> None:
     codec = {"role": "user", "content": "mine", "id": "client-id-1", "created_at": "2026-01-02T03:04:05.000000+00:00"}
     added = post(api, f"/v1/sessions/{sid}/messages{A}", {"messages": [codec], "format": "convmem"}).json()
     assert added["messages"][0]["id"] == "client-id-1"
+    # The same message again is a retry: it answers with what is stored, and stores nothing twice.
     again = post(api, f"/v1/sessions/{sid}/messages{A}", {"messages": [codec], "format": "convmem"})
-    assert again.status_code == 422
-    assert again.json()["field"] == "id"
+    assert again.status_code == 201
+    assert again.json()["messages"][0]["id"] == "client-id-1"
+    clash = post(
+        api, f"/v1/sessions/{sid}/messages{A}", {"messages": [{**codec, "content": "not mine"}], "format": "convmem"}
+    )
+    assert clash.status_code == 409  # the same id with other content: a conflict naming the id
+    assert "client-id-1" in clash.json()["detail"]
     page = get(api, f"/v1/sessions/{sid}/messages{A}&limit=3").json()
     assert [item["seq"] for item in page["items"]] == [0, 1, 2]
     assert page["next_cursor"] == 3
@@ -231,24 +237,24 @@ def test_clear_rollback_repair(api: Api) -> None:
     assert post(api, f"/v1/sessions/{sid}/context{A}", {}).json()["account"]["window"] == 0
 
 
-def test_a_lost_state_race_after_the_append_still_acknowledges_once(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_writer_that_lost_the_race_catches_up_and_adds_once(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
     sid = session(api, model="gpt-4o", max_tokens=60)
     store = api.service.backend.store
-    original = store.save_state
+    original = store.append
     calls = {"n": 0}
 
     def racing(*args: Any, **kwargs: Any) -> Any:
         calls["n"] += 1
-        if calls["n"] == 1:
-            raise ConflictError("another writer saved first")
+        if calls["n"] == 1:  # another writer got there first: the store refuses and writes nothing
+            raise StaleSessionError("another writer appended first")
         return original(*args, **kwargs)
 
     for i in range(3):
         add(api, sid, {"role": "user", "content": f"filler {i} " * 8})
-    monkeypatch.setattr(store, "save_state", racing)
+    monkeypatch.setattr(store, "append", racing)
     response = add(api, sid, {"role": "user", "content": "the racing one " * 8})
     assert response.status_code == 201
-    assert calls["n"] >= 1
+    assert calls["n"] == 2  # refused once, then written after catching up
     contents = [i["message"]["content"] for i in get(api, f"/v1/sessions/{sid}/messages{A}").json()["items"]]
     assert contents.count("the racing one " * 8) == 1
 
@@ -343,6 +349,14 @@ def test_recall_finds_archived_messages_with_signals(api: Api) -> None:
     assert "level 3" in top["text"]
     assert top["session_id"] == sid
     assert top["signals"]["lexical"]["rank"] == 1
+    # Each signal's own score, the raw BM25 and the one-line reason come from the library's explained hit.
+    assert top["signals"]["lexical"]["score"] is not None
+    assert top["signals"]["lexical"]["bm25"] > 0
+    assert top["signals"]["dense"] == {"rank": None, "score": None}
+    assert top["rank"] == 1
+    assert top["ranked_by"] == "lexical"
+    assert top["reason"].startswith("rank 1 of ")
+    assert "bm25" in top["reason"]
     other = session(api, model="gpt-4o")
     scoped = post(api, f"/v1/recall{A}", {"query": "car", "session_id": other}).json()
     assert scoped["items"] == []

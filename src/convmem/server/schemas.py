@@ -315,8 +315,15 @@ class RecallHitOut(BaseModel):
     created_at: datetime
     score: float = Field(description="The fused score (or the single retriever's).")
     signals: dict[str, dict[str, float | int | None]] = Field(
-        description="Per retriever: its rank among the candidates and, where the library reports it, its score."
+        description="Per signal (lexical, dense, fused): its rank among the candidates and its score; lexical also "
+        "gives the raw BM25 of the query's own words. A signal that did not rank the hit has nulls."
     )
+    boosts: dict[str, float] = Field(
+        default_factory=dict, description="What each ranking step added (feedback, neighbour) or multiplied (date)."
+    )
+    rank: int = Field(description="Its place in the results (1 = best).")
+    ranked_by: str = Field(description="lexical, dense or fused.")
+    reason: str = Field(description="Why it was kept, in one line.")
 
 
 class RecallOut(BaseModel):

@@ -118,10 +118,10 @@ def block_view(record: BlockRecord) -> dict[str, Any]:
 
 def hit_view(scope: Scope, hit: RecallHit) -> dict[str, Any]:
     doc = hit.doc
-    # Per-signal scores arrive with the recall-explanations issue; until then each retriever gives its rank.
     signals: dict[str, dict[str, Any]] = {
-        "lexical": {"rank": hit.lexical_rank, "score": getattr(hit, "lexical_score", None)},
-        "dense": {"rank": hit.dense_rank, "score": getattr(hit, "dense_score", None)},
+        "lexical": {"rank": hit.lexical_rank, "score": hit.lexical, "bm25": hit.bm25},
+        "dense": {"rank": hit.dense_rank, "score": hit.dense},
+        "fused": {"rank": hit.rank if hit.fused is not None else None, "score": hit.fused},
     }
     return {
         "session_id": scope.client_session(doc.session_id),
@@ -132,4 +132,8 @@ def hit_view(scope: Scope, hit: RecallHit) -> dict[str, Any]:
         "created_at": encode_datetime(doc.created_at),
         "score": float(hit.score),
         "signals": signals,
+        "boosts": dict(hit.boosts),
+        "rank": hit.rank,
+        "ranked_by": hit.ranked_by,
+        "reason": hit.reason,
     }

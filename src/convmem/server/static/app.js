@@ -243,7 +243,8 @@ async function search(event) {
       el("td", { text: signal(hit.signals.lexical) }),
       el("td", { text: signal(hit.signals.dense) }),
       el("td", {}, el("span", { class: "clamp" },
-        el("span", { class: "muted", text: `${hit.session_id} #${hit.seq} ${hit.role}: ` }), hit.text))));
+        el("span", { class: "muted", text: `${hit.session_id} #${hit.seq} ${hit.role}: ` }), hit.text),
+        el("span", { class: "muted reason", text: hit.reason }))));
   }
   say(`${found.items.length} result(s), ${found.mode} recall`);
 }
