@@ -9,6 +9,7 @@ what an earlier one stored, as a reader following the README would). A block's f
 * ``# needs: postgres`` / ``# needs: redis`` -- the real server (skipped when it is down); the block's URL is
   pointed at the test server, and the store's default schema / key prefix at one of this test's own;
 * ``# needs: service`` -- a live ``convmem`` service on loopback, its key in ``CONVMEM_API_KEY``;
+* ``# process 2`` (anywhere) -- the block runs in a process of its own;
 * ``# given: a, b`` -- objects the reader brings (an agent, a chat model); the test passes the framework's own
   offline test model.
 """
@@ -22,6 +23,8 @@ import os
 import re
 import shlex
 import socket
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -271,6 +274,12 @@ def test_every_python_block_runs(
         code = code.replace("http://127.0.0.1:8000", url)
     elif kind == "given":
         namespace.update(_given(names, code))
+    if re.search(r"^# process 2\b", code, re.M):  # the README says another process: run it in one
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run([sys.executable, "-c", code], cwd=workdir, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout or "print(" not in code
+        return
     with warnings.catch_warnings():
         # RunnableWithMessageHistory and LangGraph's create_react_agent are deprecated upstream but still shipped,
         # and what their users run today; nothing else may warn.
