@@ -17,6 +17,7 @@ from ._intake import MessageLike, new_id, parse, resolve_counter
 from .errors import ConfigurationError, InvalidMessageError
 from .formats import as_message
 from .formats.openai import to_openai
+from .limits import Limits, check_limits
 from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
 from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
@@ -80,9 +81,13 @@ class MemoryCore:
         blocks: Sequence[Block],
         pinned_context: Any,
         block_template: Callable[[Sequence[BlockText]], str] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if on_overflow not in ("truncate", "raise"):
             raise ConfigurationError(f"on_overflow must be 'truncate' or 'raise', got {on_overflow!r}")
+        if limits is not None and not isinstance(limits, Limits):
+            raise ConfigurationError(f"limits must be a convmem.limits.Limits, got {type(limits).__name__}")
+        self.limits = limits or Limits()
         self.model = model
         self.info, self.counter = resolve_counter(model, counter)
         if max_tokens is None and self.info is None:
@@ -134,6 +139,9 @@ class MemoryCore:
             self.sync_counts()
         now = datetime.now(timezone.utc)
         messages = [parse(item, i, now) for i, item in enumerate(items)]
+        limits = self.limits
+        for index, message in enumerate(messages):
+            check_limits(message, limits, index)
         if check:
             self.window.check_batch(messages)
         prepared = []

@@ -18,6 +18,7 @@ from typing import Any
 from ._core import MemoryCore, Stats
 from ._intake import MessageLike
 from .errors import ConfigurationError, ContextOverflowError, SessionNotFoundError
+from .limits import Limits
 from .longterm.blocks import Block, Turn
 from .policy.assembly import BlockText, Overflow
 from .policy.context import Context
@@ -58,6 +59,7 @@ class MemoryBase:
         block_template: Callable[[Sequence[BlockText]], str] | None = None,
         sinks: Sequence[Any] = (),
         format: str = "openai",
+        limits: Limits | None = None,
     ) -> None:
         options = dict(strategy_options or {})
         default_summarizer = None
@@ -82,6 +84,7 @@ class MemoryBase:
             blocks=blocks,
             pinned_context=pinned_context,
             block_template=block_template,
+            limits=limits,
         )
         if default_summarizer is not None:
             default_summarizer.bind(self._core.counter.count_text)
