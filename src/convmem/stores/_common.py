@@ -40,6 +40,7 @@ __all__ = [
     "Segment",
     "check_batch",
     "check_deletable",
+    "damaged_info",
     "export_header",
     "export_line",
     "fork_state",
@@ -62,6 +63,14 @@ def now() -> datetime:
 
 def new_session_id() -> str:
     return uuid.uuid4().hex
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def damaged_info(session_id: str, user_id: str | None, error: StoreError) -> SessionInfo:
+    """How ``list_sessions`` reports a session whose record cannot be read: listed, with the reason."""
+    return SessionInfo(session_id, user_id, None, None, {}, EPOCH, EPOCH, 0, 0, damaged=str(error))
 
 
 def pick(prefix: str, matches: Iterable[str]) -> str:

@@ -32,9 +32,9 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..errors import InvalidMessageError
+from ..errors import InvalidMessageError, StoreError
 from ..limits import MAX_INT, check_json
-from ..messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall, located
+from ..messages import AudioPart, FilePart, ImagePart, Message, Part, StoredMessage, TextPart, ToolCall, located
 from .base import SessionState, SummaryRecord
 
 __all__ = [
@@ -46,6 +46,8 @@ __all__ = [
     "encode_message",
     "encode_state",
     "loads",
+    "read_row",
+    "read_state",
 ]
 
 _IMAGE_FIELDS = ("url", "path", "data", "media_type", "detail", "width", "height")
@@ -317,3 +319,42 @@ def _check_stats(stats: dict[str, Any]) -> None:
     for key in ("config", "calibration"):
         if stats.get(key) is not None and not isinstance(stats[key], dict):
             raise ValueError(f"stats.{key} must be an object, got {_clip(stats[key])}")
+
+
+# -- reading what a store holds ------------------------------------------------------------
+#: What decoding damaged data raises (UnicodeDecodeError and InvalidMessageError are ValueErrors).
+READ_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, OverflowError)
+
+
+def corrupt(backend: str, session_id: str, seq: int | None, exc: BaseException | str) -> StoreError:
+    """The error for damaged stored data: the backend, the session and the seq, never a raw exception."""
+    reason = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    if len(reason) > 200:
+        reason = reason[:197] + "..."
+    where = f"session {session_id!r}" + (f", seq {seq}" if seq is not None else "")
+    return StoreError(f"{backend}: {where}: the stored data is corrupt ({reason}); other sessions are not affected")
+
+
+def read_row(backend: str, session_id: str, seq: Any, payload: Any, tokens: Any) -> StoredMessage:
+    """A stored message row decoded, or a StoreError naming the backend, session and seq."""
+    try:
+        if isinstance(payload, bytes | bytearray | memoryview):
+            payload = bytes(payload)
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_INT:
+            raise ValueError(f"seq {_clip(seq)} is not a valid seq")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_INT:
+            raise ValueError(f"token count {_clip(tokens)} is not a non-negative integer")
+        return StoredMessage(seq, decode_message(loads(payload)), tokens)
+    except READ_ERRORS as exc:
+        raise corrupt(backend, session_id, seq if isinstance(seq, int) else None, exc) from None
+
+
+def read_state(backend: str, session_id: str, payload: Any, *, version: Any = None) -> SessionState:
+    """A stored session state decoded (JSON text or an already parsed object), or a StoreError."""
+    try:
+        value = loads(payload) if isinstance(payload, str | bytes) else payload
+        if version is not None:
+            _typed(version)
+        return decode_state(value, version=version)
+    except READ_ERRORS as exc:
+        raise corrupt(backend, session_id, None, f"its state: {type(exc).__name__}: {exc}") from None
