@@ -148,7 +148,8 @@ class LineFile:
         size = self.size()
         if size < floor:
             raise StoreError(
-                f"{self.path} is shorter ({size} bytes) than its recorded {floor} bytes; convmem left it untouched"
+                f"file store: session {self.path.parent.name!r}: {self.path} is shorter ({size} bytes) than its "
+                f"recorded {floor} bytes; convmem left it untouched"
             )
         if size == floor:
             return 0

@@ -112,7 +112,9 @@ def stored_ids(conn: sqlite3.Connection, segs: Sequence[Segment], ids: Sequence[
         for start in range(0, len(ids), 500):  # stay under SQLite's limit on bound parameters
             chunk = ids[start : start + 500]
             query = sql.STORED_IDS.format(marks=", ".join("?" * len(chunk)))
-            for message_id, seq, payload, tokens in conn.execute(query, (seg.session_id, seg.lo, seg.hi, *chunk)):
+            for message_id, seq, payload, tokens in conn.execute(
+                query, (seg.session_id, seg.lo, seg.hi, *chunk)
+            ).fetchall():
                 found[message_id] = stored_row(seg.session_id, (seq, payload, tokens))
     return found
 
@@ -155,7 +157,7 @@ class SQLiteBase:
         for seg in segs:
             span = seg.clip(lo, hi)
             if span is not None:
-                out += [stored_row(seg.session_id, r) for r in conn.execute(query, (seg.session_id, *span))]
+                out += [stored_row(seg.session_id, r) for r in conn.execute(query, (seg.session_id, *span)).fetchall()]
         return out
 
     # -- sessions --------------------------------------------------------------------------

@@ -126,7 +126,9 @@ class SQLiteStore(SQLiteSessions):
                     span = seg.clip(state.folded_to + 1, state.window_start - 1)
                     if span is not None and len(unfolded) < unfolded_limit:
                         query = (seg.session_id, *span, unfolded_limit - len(unfolded))
-                        unfolded += [stored_row(seg.session_id, r) for r in conn.execute(sql.UNPINNED_TAIL, query)]
+                        unfolded += [
+                            stored_row(seg.session_id, r) for r in conn.execute(sql.UNPINNED_TAIL, query).fetchall()
+                        ]
                 unfolded.reverse()
             self.rows_read += len(pinned) + len(window) + len(unfolded)
             return LoadedSession(row.info(), state, pinned, window, unfolded, row.next_seq)
