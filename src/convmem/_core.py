@@ -85,8 +85,6 @@ class MemoryCore:
     ) -> None:
         if on_overflow not in ("truncate", "raise"):
             raise ConfigurationError(f"on_overflow must be 'truncate' or 'raise', got {on_overflow!r}")
-        if limits is not None and not isinstance(limits, Limits):
-            raise ConfigurationError(f"limits must be a convmem.limits.Limits, got {type(limits).__name__}")
         self.limits = limits or Limits()
         self.model = model
         self.info, self.counter = resolve_counter(model, counter)
@@ -110,7 +108,12 @@ class MemoryCore:
             raise ConfigurationError(
                 f"budget {self.budget} leaves no room after reserving {self.reserve} output tokens"
             )
-        self.strategy: Strategy = make_strategy(strategy, **strategy_options) if isinstance(strategy, str) else strategy
+        try:  # options of the wrong name or type (e.g. from a stored config) are a ConfigurationError
+            self.strategy: Strategy = (
+                make_strategy(strategy, **strategy_options) if isinstance(strategy, str) else strategy
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"strategy {strategy!r}: {exc}") from None
         self.on_overflow: Overflow = on_overflow
         input_budget = self.budget - self.reserve
         self.summary_max_tokens = summary_max_tokens or max(64, min(2000, input_budget // 10))
