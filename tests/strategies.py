@@ -51,7 +51,7 @@ _base64 = st.text(_B64, min_size=4, max_size=24).map(lambda s: s + "=" * (-len(s
 _urls = st.builds("https://example.com/{}.{}".format, _names, st.sampled_from(["png", "jpg", "pdf", "x"]))
 _media_types = st.sampled_from(["image/png", "image/jpeg", "image/webp", "application/pdf", "text/plain"])
 
-_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | texts
+_scalars = st.none() | st.booleans() | st.integers(-(2**53 - 1), 2**53 - 1) | texts
 #: Any JSON value (no floats, so equality after a JSON round trip is exact).
 json_values = st.recursive(
     _scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_names, inner, max_size=3), max_leaves=8

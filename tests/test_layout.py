@@ -20,7 +20,7 @@ MAX_LINES = 400
 # docs/design.md, "Layers": each entry may import its own layer and the ones before it.
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "_lazy"),
-    ("messages", "formats", "tokens", "usage"),
+    ("messages", "limits", "formats", "tokens", "usage"),
     ("policy",),
     ("longterm",),
     ("stores", "llm"),

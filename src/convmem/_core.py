@@ -17,6 +17,7 @@ from ._intake import MessageLike, new_id, parse, resolve_counter
 from .errors import ConfigurationError, InvalidMessageError
 from .formats import as_message
 from .formats.openai import to_openai
+from .limits import Limits, check_limits
 from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
 from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
@@ -80,9 +81,11 @@ class MemoryCore:
         blocks: Sequence[Block],
         pinned_context: Any,
         block_template: Callable[[Sequence[BlockText]], str] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if on_overflow not in ("truncate", "raise"):
             raise ConfigurationError(f"on_overflow must be 'truncate' or 'raise', got {on_overflow!r}")
+        self.limits = limits or Limits()
         self.model = model
         self.info, self.counter = resolve_counter(model, counter)
         if max_tokens is None and self.info is None:
@@ -105,7 +108,12 @@ class MemoryCore:
             raise ConfigurationError(
                 f"budget {self.budget} leaves no room after reserving {self.reserve} output tokens"
             )
-        self.strategy: Strategy = make_strategy(strategy, **strategy_options) if isinstance(strategy, str) else strategy
+        try:  # options of the wrong name or type (e.g. from a stored config) are a ConfigurationError
+            self.strategy: Strategy = (
+                make_strategy(strategy, **strategy_options) if isinstance(strategy, str) else strategy
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"strategy {strategy!r}: {exc}") from None
         self.on_overflow: Overflow = on_overflow
         input_budget = self.budget - self.reserve
         self.summary_max_tokens = summary_max_tokens or max(64, min(2000, input_budget // 10))
@@ -134,6 +142,9 @@ class MemoryCore:
             self.sync_counts()
         now = datetime.now(timezone.utc)
         messages = [parse(item, i, now) for i, item in enumerate(items)]
+        limits = self.limits
+        for index, message in enumerate(messages):
+            check_limits(message, limits, index)
         if check:
             self.window.check_batch(messages)
         prepared = []

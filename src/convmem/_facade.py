@@ -18,6 +18,7 @@ from typing import Any
 from ._core import MemoryCore, Stats
 from ._intake import MessageLike
 from .errors import ConfigurationError, ContextOverflowError, SessionNotFoundError
+from .limits import Limits
 from .longterm.blocks import Block, Turn
 from .policy.assembly import BlockText, Overflow
 from .policy.context import Context
@@ -58,7 +59,11 @@ class MemoryBase:
         block_template: Callable[[Sequence[BlockText]], str] | None = None,
         sinks: Sequence[Any] = (),
         format: str = "openai",
+        limits: Limits | None = None,
     ) -> None:
+        _check_options(format, strategy, strategy_options, max_tokens, max_output_tokens, summary_max_tokens)
+        if limits is not None and not isinstance(limits, Limits):
+            raise ConfigurationError(f"limits must be a convmem.limits.Limits, got {type(limits).__name__}")
         options = dict(strategy_options or {})
         default_summarizer = None
         if isinstance(strategy, str) and strategy in ("summary_buffer", "compaction"):
@@ -82,6 +87,7 @@ class MemoryBase:
             blocks=blocks,
             pinned_context=pinned_context,
             block_template=block_template,
+            limits=limits,
         )
         if default_summarizer is not None:
             default_summarizer.bind(self._core.counter.count_text)
@@ -247,6 +253,19 @@ def _config(*, strategy: str | Strategy, strategy_options: Mapping[str, Any] | N
         attributes = {a: getattr(strategy, a) for a in _STRATEGY_ATTRIBUTES if hasattr(strategy, a)}
         config.update(strategy=strategy.name, strategy_options={k: v for k, v in attributes.items() if _jsonable(v)})
     return config
+
+
+def _check_options(format: Any, strategy: Any, strategy_options: Any, *numbers: Any) -> None:
+    """Options of the wrong type are a ConfigurationError, whether passed or read from a stored config."""
+    if format not in ("openai", "anthropic", "responses"):
+        raise ConfigurationError(f"format must be 'openai', 'anthropic' or 'responses', got {format!r}")
+    if not isinstance(strategy, str) and not hasattr(strategy, "plan"):
+        raise ConfigurationError(f"strategy must be a name or a Strategy, got {type(strategy).__name__}")
+    if strategy_options is not None and not isinstance(strategy_options, Mapping):
+        raise ConfigurationError(f"strategy_options must be a mapping, got {type(strategy_options).__name__}")
+    for number in numbers:
+        if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 0):
+            raise ConfigurationError(f"token counts and budgets must be non-negative integers, got {number!r}")
 
 
 def _jsonable(value: object) -> bool:

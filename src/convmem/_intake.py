@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, InvalidMessageError
 from .formats import as_message
+from .limits import check_text
 from .messages import Message
 from .tokens import ModelInfo, TokenCounter, counter_for, lookup_model
 
@@ -48,6 +49,11 @@ def parse(item: MessageLike, index: int, now: datetime) -> Message:
     if type(item) is dict and item.keys() == _PLAIN_KEYS:
         role, content = item["role"], item["content"]
         if role in _PLAIN_ROLES and type(content) is str:
+            if not content.isascii():
+                try:
+                    check_text(content, "content")
+                except InvalidMessageError as exc:
+                    raise exc.at(index) from None
             return Message.trusted(role, content, new_id(), now)
     return as_message(item, index=index)
 

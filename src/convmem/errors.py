@@ -28,8 +28,11 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import functools
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 __all__ = [
     "AmbiguousSessionError",
@@ -45,6 +48,8 @@ __all__ = [
     "StaleSessionError",
     "StoreError",
     "UnknownModelError",
+    "redact",
+    "unchained",
 ]
 
 
@@ -178,3 +183,56 @@ class LLMError(ConvmemError):
         self.status = status
         self.usage: tuple[Any, ...] = tuple(usage)
         super().__init__(message)
+
+
+# -- redaction ------------------------------------------------------------------------------------
+# The one redaction function: every error message, repr and log line that may hold a URL, a DSN or a
+# provider's reply passes through it (store settings, LLM clients, embedders).
+_USERINFO = re.compile(r"(?<=://)[^/@\s'\"]*@")
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&;](?:api[-_]?key|key|token|access[-_]?token|password|passwd|secret|sig|signature|code)=)[^&\s#'\"]+"
+)
+_DSN_PASSWORD = re.compile(r"(?i)\b(password\s*=\s*)('[^']*'|\S+)")
+_KEYISH = re.compile(r"\b(?:sk|pk|rk|key|api)[-_][A-Za-z0-9_*.\-]{4,}|(?i:\bbearer\s+)[A-Za-z0-9._~+/\-]+=*")
+REDACTED = "[redacted]"
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """``text`` without credentials: the given ``secrets``, URL user info (``user:pw@``), secret query
+    parameters (``?api-key=``), DSN ``password=`` settings, bearer tokens and key-like words (``sk-...``).
+    """
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, REDACTED)
+    text = _USERINFO.sub(REDACTED + "@", text)
+    text = _QUERY_SECRET.sub(r"\1" + REDACTED, text)
+    text = _DSN_PASSWORD.sub(r"\1" + REDACTED, text)
+    return _KEYISH.sub(REDACTED, text)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def unchained(fn: F) -> F:
+    """Let the ConvmemErrors ``fn`` raises chain no exception: a driver's may hold a password (psycopg's does)."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except ConvmemError as error:
+                error.__cause__ = error.__context__ = None
+                raise
+
+        return async_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ConvmemError as error:
+            error.__cause__ = error.__context__ = None
+            raise
+
+    return wrapper  # type: ignore[return-value]

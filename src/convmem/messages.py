@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, get_args
 
 from .errors import InvalidMessageError
+from .limits import check_json, check_text, json_text_depth
 
 __all__ = [
     "ROLES",
@@ -56,10 +57,7 @@ def _frozen_mapping(value: Mapping[str, Any] | None, field_name: str) -> Mapping
         if not isinstance(key, str):
             raise InvalidMessageError(f"keys must be strings, got {key!r}", field=field_name)
     copy = dict(value)  # json.dumps rejects a MappingProxyType, e.g. another message's extra
-    try:
-        json.dumps(copy)
-    except (TypeError, ValueError) as exc:
-        raise InvalidMessageError(f"must be JSON-serializable: {exc}", field=field_name) from None
+    check_json(copy, field_name)  # iteratively: depth, lone surrogates, NaN, integers a store keeps exactly
     return MappingProxyType(copy)
 
 
@@ -72,6 +70,7 @@ def _check_str(value: object, field_name: str, *, optional: bool = True, nonempt
         raise InvalidMessageError(f"must be a string, got {type(value).__name__}", field=field_name)
     if nonempty and not value:
         raise InvalidMessageError("must not be empty", field=field_name)
+    check_text(value, field_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +165,10 @@ _PART_TYPES = (TextPart, ImagePart, AudioPart, FilePart)
 Content: TypeAlias = str | tuple[Part, ...] | None
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One function call requested by the assistant; ``arguments`` is a JSON string."""
@@ -179,9 +182,10 @@ class ToolCall:
         _check_str(self.id, "id", optional=False, nonempty=True)
         _check_str(self.name, "name", optional=False, nonempty=True)
         _check_str(self.arguments, "arguments", optional=False)
+        json_text_depth(self.arguments, "arguments")  # before parsing: json.loads recurses
         try:
-            json.loads(self.arguments)
-        except ValueError as exc:
+            json.loads(self.arguments, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:
             raise InvalidMessageError(f"is not valid JSON ({exc})", field="arguments") from None
         object.__setattr__(self, "extra", _frozen_mapping(self.extra, "extra"))
 
@@ -239,6 +243,8 @@ class Message:
         if content is None or isinstance(content, str):
             if content is None and self.role != "assistant":
                 raise InvalidMessageError(f"is required for a {self.role} message", field="content")
+            if content:
+                check_text(content, "content")
             return
         raw: Any = content
         if isinstance(raw, list):  # lists are accepted at run time and frozen into tuples

@@ -31,6 +31,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 from ..errors import InvalidMessageError
+from ..limits import check_json
 from ..messages import Message
 
 ABSENT = "$absent"
@@ -111,12 +112,27 @@ def parts(value: object, field: str) -> list[Any]:
 
 
 def copy_json(value: Any) -> Any:
-    """Copy a JSON value so that no dict or list is shared between input, Message and output."""
-    if isinstance(value, Mapping):
-        return {k: copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_json(v) for v in value]
-    return value
+    """Copy a JSON value so that no dict or list is shared between input, Message and output.
+
+    Iterative, so hostile nesting reaches the message's own check (a named error), not a RecursionError.
+    """
+    if not isinstance(value, Mapping | list):
+        return value
+    root: Any = {} if isinstance(value, Mapping) else []
+    stack: list[tuple[Any, Any]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        items = source.items() if isinstance(source, Mapping) else enumerate(source)
+        for key, child in items:
+            if isinstance(child, Mapping | list):
+                copy: Any = {} if isinstance(child, Mapping) else []
+                stack.append((child, copy))
+                child = copy
+            if isinstance(target, dict):
+                target[key] = child
+            else:
+                target.append(child)
+    return root
 
 
 def unknown(d: Mapping[str, Any], known: Collection[str]) -> dict[str, Any]:
@@ -254,4 +270,5 @@ def arguments_object(arguments: str, field: str) -> dict[str, Any]:
 
 def object_arguments(value: Mapping[str, Any]) -> str:
     """Encode an Anthropic ``input`` object as ToolCall arguments (compact, UTF-8)."""
+    check_json(value, "input")  # iteratively, before json.dumps recurses into it
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

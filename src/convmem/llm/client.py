@@ -37,13 +37,12 @@ import asyncio
 import json
 import os
 import random
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ConfigurationError, InvalidMessageError, LLMError
+from ..errors import ConfigurationError, InvalidMessageError, LLMError, redact
 from ..usage import ModelUsage, parse_usage
 from .retry import RetryPolicy, is_connection_error, is_timeout, retry_after, retryable, root_cause, status_of
 
@@ -64,7 +63,6 @@ ENV_MODEL = "CONVMEM_LLM_MODEL"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 PIP_HINT = "pip install 'convmem[openai]'"
 # Provider messages sometimes echo the key they rejected, masked ("sk-ab****1234"); drop such tokens.
-_KEYISH = re.compile(r"\b(?:sk|pk|key|api)[-_][A-Za-z0-9_*.\-]{4,}", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +163,7 @@ class _Calls:
         return LLMError(message, endpoint=self.endpoint, status=status)
 
     def redact(self, text: str) -> str:
-        text = text.replace(self.api_key, "[redacted]") if len(self.api_key) >= 4 else text
-        return _KEYISH.sub("[redacted]", text)[:300]
+        return redact(text, self.api_key)[:300]
 
     def parse(self, raw: Any) -> Completion:
         """The text, usage and finish reason of a reply; a reply that is not a chat completion raises LLMError."""
@@ -227,7 +224,7 @@ class OpenAIChat:
             raise ConfigurationError(f"timeout must be positive, got {timeout!r}")
         self.model = model
         self.base_url = base_url
-        self.endpoint = f"POST {base_url}/chat/completions"
+        self.endpoint = f"POST {redact(base_url, api_key)}/chat/completions"  # errors and reprs never hold it
         self._calls = _Calls(
             model, self.endpoint, api_key, timeout, retry or RetryPolicy(), random.Random(seed), dict(extra_body or {})
         )
@@ -240,7 +237,7 @@ class OpenAIChat:
         return cls(**options)
 
     def __repr__(self) -> str:
-        return f"OpenAIChat(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAIChat(model={self.model!r}, base_url={redact(self.base_url, self._calls.api_key)!r})"
 
     def complete(
         self,
@@ -260,13 +257,16 @@ class OpenAIChat:
             )
         attempt = 0
         while True:
+            failure: Exception | None = None
             try:
                 raw = self._sync.chat.completions.create(**body)
             except Exception as exc:  # converted (or retried) in one place: _Calls.delay / _Calls.error
-                time.sleep(calls.delay(attempt, exc))
-                attempt += 1
-                continue
-            return calls.parse(raw)
+                failure = exc
+            if failure is None:
+                return calls.parse(raw)
+            # Outside the except block: the LLMError it may raise chains no SDK exception (which may echo the key).
+            time.sleep(calls.delay(attempt, failure))
+            attempt += 1
 
     async def acomplete(
         self,
@@ -286,13 +286,15 @@ class OpenAIChat:
             )
         attempt = 0
         while True:
+            failure: Exception | None = None
             try:
                 raw = await self._async.chat.completions.create(**body)
             except Exception as exc:
-                await asyncio.sleep(calls.delay(attempt, exc))
-                attempt += 1
-                continue
-            return calls.parse(raw)
+                failure = exc
+            if failure is None:
+                return calls.parse(raw)
+            await asyncio.sleep(calls.delay(attempt, failure))
+            attempt += 1
 
     def close(self) -> None:
         """Close the sync HTTP connections (the async ones need :meth:`aclose`)."""

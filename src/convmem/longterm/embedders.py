@@ -31,7 +31,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ConfigurationError, LLMError
+from ..errors import ConfigurationError, LLMError, redact
 from ._np import np
 from .lexical import tokenize
 
@@ -209,7 +209,12 @@ class OpenAIEmbedder:
         root = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._key = key
+        self.endpoint = redact(root.rstrip("/"), key) + "/embeddings"  # for errors and reprs: never a credential
         self._client = httpx.Client(base_url=root.rstrip("/"), headers=headers, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(model={self.name!r}, endpoint={self.endpoint!r})"
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         import httpx
@@ -217,12 +222,15 @@ class OpenAIEmbedder:
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
+            failure = None
             try:
                 response = self._client.post("/embeddings", json={"model": self.name, "input": batch})
                 response.raise_for_status()
                 data = sorted(response.json()["data"], key=lambda item: item["index"])
             except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
-                raise LLMError(f"embeddings endpoint failed: {type(exc).__name__}: {exc}") from exc
+                failure = redact(f"{self.endpoint}: embeddings endpoint failed: {type(exc).__name__}: {exc}", self._key)
+            if failure is not None:  # raised outside the except block: no chained exception may carry the key
+                raise LLMError(failure[:500], endpoint=self.endpoint)
             if len(data) != len(batch):
                 raise LLMError(f"embeddings endpoint returned {len(data)} vectors for {len(batch)} texts")
             rows.extend(item["embedding"] for item in data)

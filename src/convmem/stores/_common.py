@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import AmbiguousSessionError, InvalidMessageError, SessionNotFoundError, StoreError
+from ..limits import CEILINGS, MAX_INT, Limits, check_int, check_json, check_limits, check_text
 from ..messages import Message
 from .base import SessionInfo, SessionState, StoredMessage
 from .codec import decode_datetime, decode_message, decode_state, dumps, encode_datetime, encode_message, encode_state
@@ -39,6 +40,7 @@ __all__ = [
     "Segment",
     "check_batch",
     "check_deletable",
+    "damaged_info",
     "export_header",
     "export_line",
     "fork_state",
@@ -61,6 +63,14 @@ def now() -> datetime:
 
 def new_session_id() -> str:
     return uuid.uuid4().hex
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def damaged_info(session_id: str, user_id: str | None, error: StoreError) -> SessionInfo:
+    """How ``list_sessions`` reports a session whose record cannot be read: listed, with the reason."""
+    return SessionInfo(session_id, user_id, None, None, {}, EPOCH, EPOCH, 0, 0, damaged=str(error))
 
 
 def pick(prefix: str, matches: Iterable[str]) -> str:
@@ -214,8 +224,7 @@ def parse_line(line: bytes) -> StoredMessage:
         raise ValueError('expected an object with exactly "seq", "tokens" and "message"')
     seq, tokens = value["seq"], value["tokens"]
     for name, number in (("seq", seq), ("tokens", tokens)):
-        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {number!r}")
+        check_int(number, name)
     return StoredMessage(seq, decode_message(value["message"]), tokens)
 
 
@@ -260,14 +269,17 @@ def _header(line: bytes) -> tuple[Imported, int]:
     session_id, next_seq = session["id"], session["next_seq"]
     if not isinstance(session_id, str) or not session_id:
         raise ValueError("session id must be a non-empty string")
-    if isinstance(next_seq, bool) or not isinstance(next_seq, int) or next_seq < 0:
-        raise ValueError(f"next_seq must be a non-negative integer, got {next_seq!r}")
+    check_text(session_id, "session.id")
+    check_int(next_seq, "session.next_seq")
     for name in ("title", "model"):
         if session.get(name) is not None and not isinstance(session[name], str):
             raise ValueError(f"session {name} must be a string")
+        if session.get(name) is not None:
+            check_text(session[name], f"session.{name}")
     metadata = session.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise ValueError("session metadata must be an object")
+    check_json(metadata, "session.metadata")
     created, updated = (decode_datetime(session[k]) for k in ("created_at", "updated_at"))
     if created.tzinfo is None or updated.tzinfo is None:
         raise ValueError("session timestamps need a UTC offset")
@@ -288,8 +300,13 @@ def _header(line: bytes) -> tuple[Imported, int]:
     ), count
 
 
-def parse_export(data: bytes | str) -> Imported:
-    """Parse and check a whole export; raises StoreError naming the first bad line."""
+def parse_export(data: bytes | str, limits: Limits = CEILINGS) -> Imported:
+    """Parse and check a whole export; raises StoreError naming the first bad line.
+
+    Every field of every line is checked before anything is written: the types and ranges of
+    seqs, token counts and the state, and each message against ``limits`` (by default the
+    ceilings, so anything a memory could store can be imported back).
+    """
     raw = data.encode() if isinstance(data, str) else data
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
@@ -303,6 +320,7 @@ def parse_export(data: bytes | str) -> Imported:
         ids: set[str] = set()
         for number, line in enumerate(lines[1:], start=2):  # noqa: B007 - number names the bad line
             stored = parse_line(line)
+            check_limits(stored.message, limits)
             if rows and stored.seq <= rows[-1].seq:
                 raise ValueError(f"seq {stored.seq} does not follow seq {rows[-1].seq}")
             if stored.seq >= head.next_seq:
@@ -312,9 +330,16 @@ def parse_export(data: bytes | str) -> Imported:
             ids.add(stored.message.id)
             rows.append(stored)
         number = len(lines) + 1
+        if sum(r.tokens for r in rows) > MAX_INT:
+            raise ValueError(f"the token counts add up to more than {MAX_INT}")
         if len(rows) != expected:
             raise ValueError(f"the header announces {expected} messages but the data holds {len(rows)} (truncated?)")
     except (ValueError, KeyError, TypeError, AttributeError, InvalidMessageError) as exc:
         reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise StoreError(f"import: line {number}: {reason}; nothing was imported") from None
+    if head.state.stats.get("last_seq") is not None and head.state.stats["last_seq"] >= head.next_seq:
+        raise StoreError(
+            f"import: line 1: stats.last_seq {head.state.stats['last_seq']} is not below next_seq {head.next_seq};"
+            " nothing was imported"
+        )
     return replace(head, rows=rows)

@@ -132,6 +132,9 @@ class SessionInfo:
 
     ``message_count`` and ``tokens`` include the history a fork shares with
     its parent; ``parent_id`` and ``fork_seq`` say where a fork branched.
+    ``damaged`` is None for a readable session; for one whose stored record is
+    corrupt, ``list_sessions`` still lists it, with the reason there and the
+    fields it could not read at their defaults (opening it raises ``StoreError``).
     """
 
     id: str
@@ -145,6 +148,7 @@ class SessionInfo:
     tokens: int
     parent_id: str | None = None
     fork_seq: int | None = None
+    damaged: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,9 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..errors import InvalidMessageError
-from ..messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
+from ..errors import InvalidMessageError, StoreError
+from ..limits import MAX_INT, check_json
+from ..messages import AudioPart, FilePart, ImagePart, Message, Part, StoredMessage, TextPart, ToolCall, located
 from .base import SessionState, SummaryRecord
 
 __all__ = [
@@ -45,6 +46,8 @@ __all__ = [
     "encode_message",
     "encode_state",
     "loads",
+    "read_row",
+    "read_state",
 ]
 
 _IMAGE_FIELDS = ("url", "path", "data", "media_type", "detail", "width", "height")
@@ -60,8 +63,19 @@ def dumps(value: Any) -> str:
 
 
 def loads(text: str | bytes) -> Any:
-    """Parse JSON text (the inverse of :func:`dumps`)."""
-    return json.loads(text)
+    """Parse JSON text (the inverse of :func:`dumps`); raises ValueError on anything else.
+
+    Bytes that are not UTF-8 and nesting too deep to parse are ValueErrors too, so a reader
+    turns every kind of damage into one named error.
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("JSON nested too deep to read") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 # -- timestamps ------------------------------------------------------------------------------
@@ -163,6 +177,15 @@ def encode_message(message: Message) -> dict[str, Any]:
     return _with_extra(out, message.extra)
 
 
+def _decode_call(index: int, call: Any) -> ToolCall:
+    try:
+        return ToolCall(**call)
+    except TypeError as exc:
+        raise InvalidMessageError(str(exc), field=f"tool_calls[{index}]") from None
+    except InvalidMessageError as exc:
+        raise located(exc, f"tool_calls[{index}]") from None
+
+
 def decode_message(value: Any) -> Message:
     """The inverse of :func:`encode_message`; raises InvalidMessageError naming the bad field."""
     if not isinstance(value, dict):
@@ -176,10 +199,7 @@ def decode_message(value: Any) -> Message:
     calls = value.get("tool_calls", ())
     if not isinstance(calls, list | tuple):
         raise InvalidMessageError("must be a list", field="tool_calls")
-    try:
-        tool_calls = tuple(ToolCall(**call) for call in calls)
-    except TypeError as exc:
-        raise InvalidMessageError(str(exc), field="tool_calls") from None
+    tool_calls = tuple(_decode_call(i, call) for i, call in enumerate(calls))
     created_at = value.get("created_at")
     try:
         when = decode_datetime(created_at) if created_at is not None else None
@@ -238,6 +258,7 @@ def decode_state(value: Any, *, version: int | None = None) -> SessionState:
     stats = value.get("stats", {})
     if not isinstance(stats, dict):
         raise ValueError("stats must be an object")
+    _check_stats(stats)
     return SessionState(
         window_start=_typed(value.get("window_start", 0)),
         folded_to=_typed(value.get("folded_to", -1)),
@@ -250,5 +271,90 @@ def decode_state(value: Any, *, version: int | None = None) -> SessionState:
 
 def _typed(value: Any, kind: type = int) -> Any:
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise ValueError(f"expected {kind.__name__}, got {value!r}")
+        raise ValueError(f"expected {kind.__name__}, got {_clip(value)}")
+    if isinstance(value, int) and not -1 <= value <= MAX_INT:
+        raise ValueError(f"expected an integer from -1 to {MAX_INT}, got {_clip(value)}")
     return value
+
+
+def _clip(value: Any) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else f"{value.bit_length()}-bit int"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_COUNTERS = (
+    "messages",
+    "evicted_messages",
+    "evicted_tokens",
+    "summarized_messages",
+    "summarized_tokens",
+    "summaries",
+    "summary_failures",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+)
+
+
+def _check_stats(stats: dict[str, Any]) -> None:
+    """The memory's stats as it reads them: counters, seqs, cost and warnings of the right types and ranges."""
+    try:
+        check_json(stats, "stats")
+    except InvalidMessageError as exc:
+        raise ValueError(str(exc)) from None
+    for key in _COUNTERS:
+        if key in stats and (isinstance(stats[key], bool) or not isinstance(stats[key], int) or stats[key] < 0):
+            raise ValueError(f"stats.{key} must be a non-negative integer, got {_clip(stats[key])}")
+    for key in ("last_seq", "first_evicted"):
+        if stats.get(key) is not None and (isinstance(stats[key], bool) or not isinstance(stats[key], int)):
+            raise ValueError(f"stats.{key} must be an integer or null, got {_clip(stats[key])}")
+        if stats.get(key) is not None and stats[key] < 0:
+            raise ValueError(f"stats.{key} must not be negative, got {stats[key]}")
+    cost = stats.get("cost_usd", 0.0)
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
+        raise ValueError(f"stats.cost_usd must be a non-negative number, got {_clip(cost)}")
+    warnings = stats.get("warnings", [])
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+        raise ValueError("stats.warnings must be a list of strings")
+    for key in ("config", "calibration"):
+        if stats.get(key) is not None and not isinstance(stats[key], dict):
+            raise ValueError(f"stats.{key} must be an object, got {_clip(stats[key])}")
+
+
+# -- reading what a store holds ------------------------------------------------------------
+#: What decoding damaged data raises (UnicodeDecodeError and InvalidMessageError are ValueErrors).
+READ_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, OverflowError)
+
+
+def corrupt(backend: str, session_id: str, seq: int | None, exc: BaseException | str) -> StoreError:
+    """The error for damaged stored data: the backend, the session and the seq, never a raw exception."""
+    reason = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    if len(reason) > 200:
+        reason = reason[:197] + "..."
+    where = f"session {session_id!r}" + (f", seq {seq}" if seq is not None else "")
+    return StoreError(f"{backend}: {where}: the stored data is corrupt ({reason}); other sessions are not affected")
+
+
+def read_row(backend: str, session_id: str, seq: Any, payload: Any, tokens: Any) -> StoredMessage:
+    """A stored message row decoded, or a StoreError naming the backend, session and seq."""
+    try:
+        if isinstance(payload, bytes | bytearray | memoryview):
+            payload = bytes(payload)
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_INT:
+            raise ValueError(f"seq {_clip(seq)} is not a valid seq")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_INT:
+            raise ValueError(f"token count {_clip(tokens)} is not a non-negative integer")
+        return StoredMessage(seq, decode_message(loads(payload)), tokens)
+    except READ_ERRORS as exc:
+        raise corrupt(backend, session_id, seq if isinstance(seq, int) else None, exc) from None
+
+
+def read_state(backend: str, session_id: str, payload: Any, *, version: Any = None) -> SessionState:
+    """A stored session state decoded (JSON text or an already parsed object), or a StoreError."""
+    try:
+        value = loads(payload) if isinstance(payload, str | bytes) else payload
+        if version is not None:
+            _typed(version)
+        return decode_state(value, version=version)
+    except READ_ERRORS as exc:
+        raise corrupt(backend, session_id, None, f"its state: {type(exc).__name__}: {exc}") from None

@@ -86,7 +86,7 @@ def rich_messages(prefix: str = "r") -> list[tuple[Message, int]]:
 json_values = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers(-(2**53), 2**53)
+    | st.integers(-(2**53 - 1), 2**53 - 1)  # the range every store keeps exactly (convmem.limits.MAX_INT)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),

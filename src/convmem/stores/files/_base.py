@@ -143,7 +143,13 @@ class FilesBase:
         return meta if meta is not None and meta.user_id == user_id else None  # a hashed name is checked
 
     def _all(self, user_id: str | None) -> Iterator[Meta]:
-        """The records of the user's sessions (hidden ones included), in id order."""
+        """The readable records of the user's sessions (hidden ones included), in id order."""
+        for _, meta in self._scan(user_id):
+            if isinstance(meta, Meta):
+                yield meta
+
+    def _scan(self, user_id: str | None) -> Iterator[tuple[str, Meta | StoreError]]:
+        """Each of the user's sessions with its record, or the error that says its record is damaged."""
         home = self._home(user_id)
         try:
             entries = sorted(os.listdir(home))
@@ -151,9 +157,13 @@ class FilesBase:
             return
         for entry in entries:
             if not entry.startswith("."):
-                meta = read_meta(home / entry / META)
+                try:
+                    meta = read_meta(home / entry / META)
+                except StoreError as exc:  # damages only its own session: reported by list_sessions
+                    yield entry, exc
+                    continue
                 if meta is not None and meta.user_id == user_id:
-                    yield meta
+                    yield entry, meta
 
     def _resolve(self, session_id: str, user_id: str | None) -> str:
         meta = self._meta(user_id, session_id) if session_id else None
@@ -215,9 +225,12 @@ class FilesBase:
     # -- sessions --------------------------------------------------------------------------
     def _indexed(self, meta: Meta, lines: LineFile) -> Meta:
         """``meta`` with the id index caught up to its message file (call with the session's lock held)."""
+        index = IdIndex(self._dir(meta.user_id, meta.id))
+        if index.lost(meta.indexed):  # derived data: rebuilt, so a duplicate id is still refused
+            return replace(meta, indexed=index.rebuild(lines))
         if meta.indexed == meta.synced:
             return meta
-        return replace(meta, indexed=IdIndex(self._dir(meta.user_id, meta.id)).catch_up(lines, meta.indexed))
+        return replace(meta, indexed=index.catch_up(lines, meta.indexed))
 
     @guarded
     def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:

@@ -21,7 +21,6 @@ Durability and crashes:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -30,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ...errors import ConfigurationError, InvalidMessageError, StoreError
+from ...errors import ConfigurationError, StoreError
 from .._common import parse_line
 from ..base import StoredMessage
+from ..codec import READ_ERRORS, loads
 
 try:
     import fcntl
@@ -127,7 +127,11 @@ class LineFile:
                 number = handle.read(offset).count(b"\n") + 1
         except OSError:
             number = 0
-        return StoreError(f"{self.path}: line {number} is corrupt ({reason}); convmem left the file untouched")
+        reason = reason if len(reason) <= 200 else reason[:197] + "..."
+        return StoreError(
+            f"file store: session {self.path.parent.name!r}: {self.path}: line {number} is corrupt ({reason}); "
+            "convmem left the file untouched"
+        )
 
     def size(self) -> int:
         try:
@@ -144,7 +148,8 @@ class LineFile:
         size = self.size()
         if size < floor:
             raise StoreError(
-                f"{self.path} is shorter ({size} bytes) than its recorded {floor} bytes; convmem left it untouched"
+                f"file store: session {self.path.parent.name!r}: {self.path} is shorter ({size} bytes) than its "
+                f"recorded {floor} bytes; convmem left it untouched"
             )
         if size == floor:
             return 0
@@ -219,18 +224,18 @@ class LineFile:
     def _parse(self, offset: int, line: bytes) -> StoredMessage:
         try:
             return parse_line(line)
-        except (ValueError, KeyError, TypeError, InvalidMessageError) as exc:
+        except READ_ERRORS as exc:
             raise self.corrupt(offset, str(exc)) from None
 
     def _peek(self, offset: int, line: bytes) -> Line:
         """What a scan needs from a line, without building the message (reads validate it fully)."""
         try:
-            value = json.loads(line)
+            value = loads(line)
             message = value["message"]
             seq, tokens, role, ident = value["seq"], value["tokens"], message["role"], message.get("id")
             if not (isinstance(seq, int) and isinstance(tokens, int) and isinstance(role, str)):
                 raise ValueError("seq, tokens and role have the wrong types")
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except READ_ERRORS as exc:
             raise self.corrupt(offset, str(exc)) from None
         return Line(offset, seq, tokens, role, ident if isinstance(ident, str) else None)
 

@@ -17,10 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ...errors import StoreError
 from ...messages import PINNED_ROLES
 from ..base import SessionInfo, SessionState
-from ..codec import decode_datetime, decode_state, encode_datetime, encode_state
+from ..codec import READ_ERRORS, corrupt, decode_datetime, decode_state, encode_datetime, encode_state, loads
 from ._jsonl import Line, LineFile, atomic_write
 
 __all__ = ["Meta", "read_meta", "write_meta"]
@@ -137,9 +136,11 @@ def read_meta(path: Path) -> Meta | None:
     except FileNotFoundError:
         return None
     try:
-        return Meta.from_json(json.loads(text))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StoreError(f"{path} is corrupt ({exc}); convmem left it untouched") from None
+        return Meta.from_json(loads(text))
+    except READ_ERRORS as exc:
+        raise corrupt(
+            "file store", path.parent.name, None, f"{path} is corrupt: {exc}; convmem left it untouched"
+        ) from None
 
 
 def write_meta(path: Path, meta: Meta, *, durable: bool = True) -> None:

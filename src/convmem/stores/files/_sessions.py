@@ -12,11 +12,12 @@ import shutil
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ...errors import StoreError
 from .._common import (
+    damaged_info,
     export_header,
     export_line,
     fork_state,
@@ -38,7 +39,15 @@ class FileSessions(FilesBase):
     """Session management over :class:`FilesBase`."""
 
     def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
-        found = [m.caught_up(self._lines(user_id, m.id))[0].info() for m in self._all(user_id) if not m.deleted]
+        found = []
+        for entry, meta in self._scan(user_id):
+            if isinstance(meta, StoreError):
+                found.append(damaged_info(entry, user_id, meta))
+            elif not meta.deleted:
+                try:
+                    found.append(meta.caught_up(self._lines(user_id, meta.id))[0].info())
+                except StoreError as exc:
+                    found.append(damaged_info(meta.id, user_id, exc))
         found.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
         return found[:limit]
 
@@ -91,14 +100,17 @@ class FileSessions(FilesBase):
     @guarded
     def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
         cutoff = now() - older_than
-        doomed = sorted(
-            m.id
-            for m in self._all(user_id)
-            if not m.deleted and m.caught_up(self._lines(user_id, m.id))[0].updated_at < cutoff
-        )
+        doomed = sorted(m.id for m in self._all(user_id) if not m.deleted and self._updated(m) < cutoff)
         for session_id in doomed:
             self._remove(user_id, session_id)
         return doomed
+
+    def _updated(self, meta: Meta) -> datetime:
+        """When the session last changed; a damaged message file leaves the record's own time."""
+        try:
+            return meta.caught_up(self._lines(meta.user_id, meta.id))[0].updated_at
+        except StoreError:
+            return meta.updated_at
 
     @guarded
     def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:

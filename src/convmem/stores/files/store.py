@@ -61,7 +61,7 @@ from .._common import (
 from .._writes import check_expected, replayed, state_for_write
 from ..base import LoadedSession, SessionState, StoredMessage
 from ._base import META, guarded
-from ._ids import IdIndex
+from ._ids import IdIndex, IndexDamaged, scan_ids
 from ._jsonl import LineFile
 from ._meta import Meta, write_meta
 from ._sessions import FileSessions
@@ -184,13 +184,24 @@ class FileStore(FileSessions):
         chain = self._chain(meta)
         for seg in self._segments(chain):
             lines = chain[seg.session_id][1]
-            for message_id, seqs in IdIndex(self._dir(meta.user_id, seg.session_id)).locate(ids, seg.hi).items():
+            for message_id, seqs in self._locate(meta, seg.session_id, lines, ids, seg.hi).items():
                 for seq in seqs:
                     if seq >= seg.lo:
                         row = next(lines.read(lines.find(seq), seq), None)
                         if row is not None and row.message.id == message_id:  # index entries may be stale
                             found[message_id] = row
         return found
+
+    def _locate(self, meta: Meta, session_id: str, lines: LineFile, ids: list[str], hi: int) -> dict[str, list[int]]:
+        """The index's answer; a damaged index is rebuilt (the session's own, whose lock is held) or bypassed."""
+        index = IdIndex(self._dir(meta.user_id, session_id))
+        try:
+            return index.locate(ids, hi)
+        except IndexDamaged:
+            if session_id != meta.id:  # an ancestor's, whose lock is not held: read its shared lines instead
+                return scan_ids(lines, ids, hi)
+            index.rebuild(lines)
+            return index.locate(ids, hi)
 
     @guarded
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:

@@ -27,7 +27,7 @@ import re
 import select
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import psycopg
@@ -35,7 +35,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from ...errors import ConfigurationError, StoreError
+from ...errors import ConfigurationError, StoreError, redact, unchained
 from . import _sql as sql
 from ._ops import Flow, Op, Query, Rows, UniqueViolation
 from ._recall import EF_SEARCH, FIND_EXTENSION, vector_setup
@@ -54,15 +54,16 @@ _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 class Settings:
     """Where and how to connect; ``where`` names the server for error messages."""
 
-    url: str
+    url: str = field(repr=False)  # may hold the password: reprs show ``where``
     schema: str
     where: str
-    password: str | None
+    password: str | None = field(repr=False)
     min_size: int
     max_size: int
     timeout: float
 
     @classmethod
+    @unchained
     def of(cls, url: str | None, schema: str, min_size: int, max_size: int, timeout: float) -> Settings:
         url = url or os.environ.get(ENV)
         if not url:
@@ -100,7 +101,7 @@ def _password_in(url: str) -> str | None:
 
 
 def _scrub(text: str, password: str | None) -> str:
-    return text.replace(password, "***") if password else text
+    return redact(text, password)
 
 
 def convert(exc: BaseException, settings: Settings, what: str, *, unknown: bool = False) -> StoreError:
@@ -252,12 +253,14 @@ class SyncDriver:
             time.sleep(0.02 * 2.0**attempt)
         raise AssertionError("unreachable")
 
+    @unchained
     def _call(self, fn: Callable[[], T], what: str) -> T:
         try:
             return fn()
         except (psycopg.Error, PoolTimeout, UniqueViolation) as exc:
             raise convert(exc, self.settings, what) from None
 
+    @unchained
     def run(self, op: Op[T]) -> T:
         attempt = stale = 0
         while True:
@@ -311,6 +314,7 @@ class AsyncDriver:
         self.vector_schema: str | None = None  # known once the pool is open
         self._opening = asyncio.Lock()
 
+    @unchained
     async def _open(self) -> AsyncConnectionPool:
         async with self._opening:
             if self.pool is None:
@@ -343,6 +347,7 @@ class AsyncDriver:
             await asyncio.sleep(0.02 * 2.0**attempt)
         raise AssertionError("unreachable")
 
+    @unchained
     async def run(self, op: Op[T]) -> T:
         pool = self.pool or await self._open()
         attempt = stale = 0

@@ -30,6 +30,7 @@ from ...messages import Message
 from .._common import (
     Segment,
     check_deletable,
+    damaged_info,
     json_object,
     now,
     pick,
@@ -37,9 +38,11 @@ from .._common import (
 )
 from .._writes import check_expected, replayed, scoped, state_for_write, unscoped
 from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
-from ..codec import decode_message, decode_state, dumps, encode_message, encode_state
+from ..codec import READ_ERRORS, corrupt, dumps, encode_message, encode_state, read_row, read_state
 from ..codec import loads as json_loads
 from . import _sql as sql
+
+BACKEND = "postgres"
 
 T = TypeVar("T")
 Rows: TypeAlias = list[tuple[Any, ...]]
@@ -102,22 +105,36 @@ class Row(NamedTuple):
         return unscoped(self.id)
 
     def info(self) -> SessionInfo:
-        return SessionInfo(
-            self.name,
-            self.user_id,
-            self.title,
-            self.model,
-            json_loads(self.metadata),
-            self.created_at.astimezone(timezone.utc),
-            self.updated_at.astimezone(timezone.utc),
-            self.base_count + self.message_count,
-            self.base_tokens + self.tokens,
-            None if self.parent_id is None else unscoped(self.parent_id),
-            self.fork_seq,
-        )
+        """The session's info; a corrupt record is a StoreError naming the session."""
+        try:
+            metadata = json_loads(self.metadata)
+            if not isinstance(metadata, dict):
+                raise ValueError(f"metadata must be an object, got {type(metadata).__name__}")
+            return SessionInfo(
+                self.name,
+                self.user_id,
+                self.title,
+                self.model,
+                metadata,
+                self.created_at.astimezone(timezone.utc),
+                self.updated_at.astimezone(timezone.utc),
+                self.base_count + self.message_count,
+                self.base_tokens + self.tokens,
+                None if self.parent_id is None else unscoped(self.parent_id),
+                self.fork_seq,
+            )
+        except READ_ERRORS as exc:
+            raise corrupt(BACKEND, self.name, None, exc) from None
+
+    def listed(self) -> SessionInfo:
+        """The info ``list_sessions`` shows: a corrupt record is listed as damaged, not raised."""
+        try:
+            return self.info()
+        except StoreError as exc:
+            return damaged_info(self.name, self.user_id, exc)
 
     def session_state(self) -> SessionState:
-        return decode_state(json_loads(self.state), version=self.version)
+        return read_state(BACKEND, self.name, self.state, version=self.version)
 
 
 def user_key(user_id: str | None) -> str:
@@ -129,8 +146,9 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def stored(seq: int, payload: str, tokens: int) -> StoredMessage:
-    return StoredMessage(seq, decode_message(json_loads(payload)), tokens)
+def stored(session_id: str, seq: int, payload: str, tokens: int) -> StoredMessage:
+    """A message row decoded; damage is a StoreError naming the backend, the session and the seq."""
+    return read_row(BACKEND, unscoped(session_id), seq, payload, tokens)
 
 
 def spans(segs: Sequence[Segment], lo: int, hi: int | None) -> tuple[list[str], list[int], list[int]]:
@@ -240,7 +258,7 @@ def append(
                 raise SessionNotFoundError(session_id)  # hidden while its forks live; its id stays taken
             segs = yield from history(row)
             stored_rows = yield Query(sql.STORED_IDS, (*spans(segs, 0, row.next_seq - 1), ids))
-            held = {i: StoredMessage(seq, *decoded(payload, tokens)) for i, seq, payload, tokens in stored_rows}
+            held = {i: stored(key, seq, payload, tokens) for i, seq, payload, tokens in stored_rows}
             mine = [held[i].seq for i in ids if i in held]
             if retried and len(mine) == len(ids):
                 start = mine[0] if expected_seq is None else expected_seq
@@ -254,10 +272,6 @@ def append(
         raise StoreError(f"append to session {session_id!r} kept racing with concurrent deletes; nothing was written")
 
     return Op(f"append to session {session_id!r}", flow)
-
-
-def decoded(payload: str, tokens: int) -> tuple[Message, int]:
-    return decode_message(json_loads(payload)), tokens
 
 
 def load(session_id: str, user_id: str | None, unfolded_limit: int) -> Op[LoadedSession]:
@@ -284,7 +298,7 @@ def load(session_id: str, user_id: str | None, unfolded_limit: int) -> Op[Loaded
         )
         parts: tuple[list[StoredMessage], ...] = ([], [], [])
         for kind, seq, payload, tokens in sorted(rows, key=lambda r: (r[0], r[1])):
-            parts[kind].append(stored(seq, payload, tokens))
+            parts[kind].append(stored(row.id, seq, payload, tokens))
         return LoadedSession(row.info(), state, parts[0], parts[1], parts[2], row.next_seq)
 
     return Op(f"load session {session_id!r}", flow)
@@ -304,7 +318,7 @@ def segments_of(session_id: str, user_id: str | None, to_seq: int | None) -> Op[
 def page(segs: list[Segment], lo: int, hi: int) -> Op[list[StoredMessage]]:
     def flow(retried: bool) -> Flow[list[StoredMessage]]:
         rows = yield Query(sql.RANGE_PAGE, (*spans(segs, lo, hi), PAGE))
-        return [stored(*r) for r in rows]
+        return [stored(segs[-1].session_id, *r) for r in rows]
 
     return Op("read messages", flow)
 

@@ -60,7 +60,7 @@ def get_session(session_id: str, user_id: str | None) -> Op[SessionInfo]:
 
 def list_sessions(user_id: str | None, limit: int | None) -> Op[list[SessionInfo]]:
     def flow(retried: bool) -> Flow[list[SessionInfo]]:
-        return [Row(*r).info() for r in (yield Query(sql.LIST_SESSIONS, (user_key(user_id), limit)))]
+        return [Row(*r).listed() for r in (yield Query(sql.LIST_SESSIONS, (user_key(user_id), limit)))]
 
     return Op("list sessions", flow)
 
@@ -141,7 +141,7 @@ def export_jsonl(session_id: str, user_id: str | None) -> Op[bytes]:
         segs = yield from history(row)
         rows = yield Query(sql.RANGE_PAGE, (*spans(segs, 0, row.next_seq - 1), None))
         header = export_header(row.info(), row.session_state(), row.next_seq)
-        return b"".join([header, *(export_line(stored(*r)) for r in rows)])
+        return b"".join([header, *(export_line(stored(row.id, *r)) for r in rows)])
 
     return Op(f"export session {session_id!r}", flow, "snapshot")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import redis
@@ -27,7 +27,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, BusyLoadingError, RedisError, ResponseError
 from redis.retry import Retry
 
-from ...errors import ConfigurationError, StoreError
+from ...errors import ConfigurationError, StoreError, redact, unchained
 from ._lua import SCRIPTS
 from ._ops import Cmd, Flow, Lua, Op, Request
 
@@ -39,14 +39,15 @@ ENV = "CONVMEM_REDIS_URL"
 
 @dataclass(frozen=True)
 class Settings:
-    url: str
+    url: str = field(repr=False)  # may hold the password: reprs show ``where``
     where: str
-    password: str | None
+    password: str | None = field(repr=False)
     timeout: float
     retry_for: float
     max_connections: int
 
     @classmethod
+    @unchained
     def of(cls, url: str | None, timeout: float, retry_for: float, max_connections: int) -> Settings:
         url = url or os.environ.get(ENV)
         if not url:
@@ -54,7 +55,7 @@ class Settings:
         try:
             pool = redis.ConnectionPool.from_url(url)
         except (ValueError, RedisError) as exc:
-            raise StoreError(f"invalid Redis URL: {exc}") from None
+            raise StoreError(redact(f"invalid Redis URL: {exc}", url)) from None
         params = pool.connection_kwargs
         pool.disconnect()
         place = params.get("path") or f"{params.get('host', 'localhost')}:{params.get('port', 6379)}"
@@ -76,9 +77,7 @@ def convert(exc: BaseException, settings: Settings, what: str, *, unknown: bool 
     text = " ".join(str(exc).split()) or type(exc).__name__
     if unknown:
         text += "; the connection was lost mid-call, so whether it was applied is unknown"
-    if settings.password:
-        text = text.replace(settings.password, "***")
-    return StoreError(f"{settings.where}: {what}: {text}")
+    return StoreError(redact(f"{settings.where}: {what}: {text}", settings.password))
 
 
 def _lost(exc: BaseException) -> bool:
@@ -113,6 +112,7 @@ class _Done:
 class SyncDriver:
     """Runs operations on a ``redis.Redis`` client (its own connection pool)."""
 
+    @unchained
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.client = redis.Redis.from_url(settings.url, **settings.kwargs())
@@ -138,6 +138,7 @@ class SyncDriver:
                 pipe.execute_command(*args)  # type: ignore[no-untyped-call]
             return pipe.execute()
 
+    @unchained
     def run(self, op: Op[T]) -> T:
         deadline = time.monotonic() + self.settings.retry_for
         attempt = 0
@@ -160,6 +161,7 @@ class SyncDriver:
 class AsyncDriver:
     """Runs operations on a ``redis.asyncio.Redis`` client."""
 
+    @unchained
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.client = redis.asyncio.Redis.from_url(settings.url, **settings.kwargs())
@@ -180,6 +182,7 @@ class AsyncDriver:
                 pipe.execute_command(*args)
             return await pipe.execute()
 
+    @unchained
     async def run(self, op: Op[T]) -> T:
         deadline = time.monotonic() + self.settings.retry_for
         attempt = 0

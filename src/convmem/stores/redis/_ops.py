@@ -27,8 +27,8 @@ from ...messages import PINNED_ROLES, Message
 from .._common import Segment, check_deletable, json_object, now, pick, segments
 from .._writes import check_expected, lost, replayed, scoped, state_for_write, unscoped
 from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
-from ..codec import decode_datetime, decode_message, decode_state, dumps, encode_datetime, encode_message, encode_state
-from ..codec import loads as json_loads
+from ..codec import dumps, encode_datetime, encode_state
+from ._rows import Session, member, pairs, row, text
 
 T = TypeVar("T")
 PAGE = 500  # rows per request when streaming a history
@@ -89,10 +89,6 @@ def optional(value: str | None) -> str:
     return "" if value is None else "=" + value
 
 
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode()
-
-
 def score(moment: datetime) -> int:
     """A time as a recency score: exact integer microseconds since the epoch."""
     return (moment - _EPOCH) // _MICRO
@@ -102,72 +98,6 @@ def stamp() -> tuple[str, int]:
     """Now, as stored (text) and as a recency score."""
     moment = now()
     return encode_datetime(moment), score(moment)
-
-
-@dataclass(frozen=True, slots=True)
-class Session:
-    """A session hash, decoded; ``id`` is its scoped key, ``name`` the session id."""
-
-    id: str
-    fields: dict[bytes, bytes]
-
-    @property
-    def name(self) -> str:
-        return unscoped(self.id)
-
-    def _int(self, name: str) -> int:
-        return int(self.fields.get(name.encode(), b"0"))
-
-    @property
-    def next_seq(self) -> int:
-        return self._int("next_seq")
-
-    @property
-    def parent_id(self) -> str | None:
-        return _text(self.fields.get(b"parent"))
-
-    @property
-    def fork_seq(self) -> int | None:
-        value = self.fields.get(b"fork_seq")
-        return None if value is None else int(value)
-
-    def info(self) -> SessionInfo:
-        f = self.fields
-        user = f[b"user"].decode()
-        parent = self.parent_id
-        return SessionInfo(
-            self.name,
-            None if user == "-" else user[1:],
-            _text(f.get(b"title")),
-            _text(f.get(b"model")),
-            json_loads(f[b"metadata"]),
-            decode_datetime(f[b"created"].decode()),
-            decode_datetime(f[b"updated"].decode()),
-            self._int("base_count") + self._int("count"),
-            self._int("base_tokens") + self._int("tokens"),
-            None if parent is None else unscoped(parent),
-            self.fork_seq,
-        )
-
-    def state(self) -> SessionState:
-        return decode_state(json_loads(self.fields[b"state"]), version=self._int("version"))
-
-
-def pairs(flat: Sequence[bytes] | dict[bytes, bytes]) -> dict[bytes, bytes]:
-    if isinstance(flat, dict):
-        return flat
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def member(message: Message, tokens: int) -> str:
-    """A row as the scripts store it, minus its seq: ``tokens|idlen|id`` and the message JSON."""
-    mid = message.id or ""
-    return f"{tokens}|{len(mid.encode())}|{mid}{dumps(encode_message(message))}"
-
-
-def row(raw: bytes) -> StoredMessage:
-    seq, tokens, length, rest = raw.split(b"|", 3)
-    return StoredMessage(int(seq), decode_message(json_loads(rest[int(length) :])), int(tokens))
 
 
 # -- shared steps ---------------------------------------------------------------------------------
@@ -195,7 +125,7 @@ def chain(keys: Keys, session: Session) -> Flow[list[tuple[str, int | None, str 
     while out[-1][2] is not None:
         parent = out[-1][2]
         grand, fork_seq = yield Cmd(("HMGET", keys("s", parent), "parent", "fork_seq"))
-        out.append((parent, None if fork_seq is None else int(fork_seq), _text(grand)))
+        out.append((parent, None if fork_seq is None else int(fork_seq), text(grand)))
     return out
 
 
@@ -216,8 +146,8 @@ def ranges(
     ]
 
 
-def merged(replies: Sequence[Sequence[bytes]]) -> list[StoredMessage]:
-    return sorted((row(raw) for reply in replies for raw in reply), key=lambda r: r.seq)
+def merged(replies: Sequence[Sequence[bytes]], session_id: str) -> list[StoredMessage]:
+    return sorted((row(raw, session_id) for reply in replies for raw in reply), key=lambda r: r.seq)
 
 
 # -- messages -------------------------------------------------------------------------------------
@@ -252,7 +182,8 @@ def append(
         if tag == b"stale":
             check_expected(session_id, (int(reply[1]), int(reply[2])), expected_seq, expected_version)
         if tag == b"held":
-            held = {messages[int(i)][0].id or "": row(raw) for i, raw in zip(reply[1::2], reply[2::2], strict=True)}
+            pairs_ = zip(reply[1::2], reply[2::2], strict=True)
+            held = {messages[int(i)][0].id or "": row(raw, key) for i, raw in pairs_}
             again = replayed(session_id, messages, held)
             assert again is not None
             return again
@@ -279,12 +210,14 @@ def load(keys: Keys, session_id: str, user_id: str | None, unfolded_limit: int) 
                         ("ZREVRANGEBYSCORE", keys("m", seg.session_id), span[1], span[0], "LIMIT", 0, unfolded_limit)
                     )
         replies = yield Pipe([*pinned, *window, *tail])
-        unfolded = [row(raw) for reply in replies[len(pinned) + len(window) :] for raw in reply][:unfolded_limit]
+        unfolded = [row(raw, session.id) for reply in replies[len(pinned) + len(window) :] for raw in reply][
+            :unfolded_limit
+        ]
         return LoadedSession(
             session.info(),
             state,
-            merged(replies[: len(pinned)]),
-            merged(replies[len(pinned) : len(pinned) + len(window)]),
+            merged(replies[: len(pinned)], session.id),
+            merged(replies[len(pinned) : len(pinned) + len(window)], session.id),
             unfolded[::-1],
             session.next_seq,
         )
@@ -304,7 +237,7 @@ def segments_of(keys: Keys, session_id: str, user_id: str | None, to_seq: int | 
 
 def page(keys: Keys, segs: list[Segment], lo: int, hi: int) -> Op[list[StoredMessage]]:
     def flow(retried: bool) -> Flow[list[StoredMessage]]:
-        return merged((yield Pipe(ranges(keys, segs, lo, hi, limit=PAGE))))[:PAGE]
+        return merged((yield Pipe(ranges(keys, segs, lo, hi, limit=PAGE))), segs[-1].session_id)[:PAGE]
 
     return Op("read messages", flow)
 
@@ -369,7 +302,7 @@ def list_sessions(keys: Keys, user_id: str | None, limit: int | None) -> Op[list
             found = yield Pipe([("HGETALL", keys("s", i)) for i in ids], atomic=False)
             gone = [i for i, f in zip(ids, found, strict=True) if not f]
             if not gone:
-                return [Session(i, pairs(f)).info() for i, f in zip(ids, found, strict=True)]
+                return [Session(i, pairs(f)).listed(user_id) for i, f in zip(ids, found, strict=True)]
             yield Cmd(("ZREM", index, *gone))  # sessions whose TTL ran out: drop them from the index
 
     return Op("list sessions", flow)

@@ -25,19 +25,17 @@ from ._ops import (
     Keys,
     Op,
     Pipe,
-    Session,
     chain,
     history,
-    member,
     merged,
     optional,
-    pairs,
     ranges,
     resolve,
     score,
     stamp,
     user_key,
 )
+from ._rows import Session, member, pairs
 
 
 def update_session(
@@ -121,7 +119,7 @@ def export_jsonl(keys: Keys, session_id: str, user_id: str | None) -> Op[bytes]:
     def flow(retried: bool) -> Flow[bytes]:
         session = yield from resolve(keys, session_id, user_id)
         segs = yield from history(keys, session)
-        rows = merged((yield Pipe(ranges(keys, segs, 0, session.next_seq - 1))))
+        rows = merged((yield Pipe(ranges(keys, segs, 0, session.next_seq - 1))), session.id)
         header = export_header(session.info(), session.state(), session.next_seq)
         return b"".join([header, *map(export_line, rows)])
 

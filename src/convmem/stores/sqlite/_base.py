@@ -13,22 +13,25 @@ import sqlite3
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ...errors import StoreError
 from .._common import (
     Segment,
+    damaged_info,
     now,
     pick,
     segments,
 )
 from .._writes import scoped, unscoped
-from ..base import SessionInfo, StoredMessage
-from ..codec import decode_datetime, decode_message, encode_datetime
+from ..base import SessionInfo, SessionState, StoredMessage
+from ..codec import READ_ERRORS, corrupt, decode_datetime, encode_datetime, read_row, read_state
 from ..codec import loads as json_loads
 from . import _sql as sql
 from ._db import Database
 
-__all__ = ["LAST_SEQ", "Row", "SQLiteBase", "session_row", "stamp", "stored_ids", "stored_row"]
+__all__ = ["BACKEND", "LAST_SEQ", "Row", "SQLiteBase", "session_row", "stamp", "stored_ids", "stored_row"]
 
 LAST_SEQ = 2**62
+BACKEND = "sqlite"
 
 
 class Row(NamedTuple):
@@ -57,19 +60,36 @@ class Row(NamedTuple):
         return unscoped(self.id)
 
     def info(self) -> SessionInfo:
-        return SessionInfo(
-            self.name,
-            self.user_id,
-            self.title,
-            self.model,
-            json_loads(self.metadata),
-            decode_datetime(self.created_at),
-            decode_datetime(self.updated_at),
-            self.base_count + self.message_count,
-            self.base_tokens + self.tokens,
-            None if self.parent_id is None else unscoped(self.parent_id),
-            self.fork_seq,
-        )
+        """The session's info; a corrupt record is a StoreError naming the session."""
+        try:
+            metadata = json_loads(self.metadata)
+            if not isinstance(metadata, dict):
+                raise ValueError(f"metadata must be an object, got {type(metadata).__name__}")
+            return SessionInfo(
+                self.name,
+                self.user_id,
+                self.title,
+                self.model,
+                metadata,
+                decode_datetime(self.created_at),
+                decode_datetime(self.updated_at),
+                self.base_count + self.message_count,
+                self.base_tokens + self.tokens,
+                None if self.parent_id is None else unscoped(self.parent_id),
+                self.fork_seq,
+            )
+        except READ_ERRORS as exc:
+            raise corrupt(BACKEND, self.name, None, exc) from None
+
+    def listed(self) -> SessionInfo:
+        """The info ``list_sessions`` shows: a corrupt record is listed as damaged, not raised."""
+        try:
+            return self.info()
+        except StoreError as exc:
+            return damaged_info(self.name, self.user_id, exc)
+
+    def state_of(self) -> SessionState:
+        return read_state(BACKEND, self.name, self.state, version=self.version)
 
 
 def session_row(conn: sqlite3.Connection, session_id: str) -> Row | None:
@@ -77,8 +97,8 @@ def session_row(conn: sqlite3.Connection, session_id: str) -> Row | None:
     return Row(*row) if row is not None else None
 
 
-def stored_row(row: tuple[int, str, int]) -> StoredMessage:
-    return StoredMessage(row[0], decode_message(json_loads(row[1])), row[2])
+def stored_row(session_id: str, row: tuple[int, str, int]) -> StoredMessage:
+    return read_row(BACKEND, unscoped(session_id), row[0], row[1], row[2])
 
 
 def stamp() -> str:
@@ -92,8 +112,10 @@ def stored_ids(conn: sqlite3.Connection, segs: Sequence[Segment], ids: Sequence[
         for start in range(0, len(ids), 500):  # stay under SQLite's limit on bound parameters
             chunk = ids[start : start + 500]
             query = sql.STORED_IDS.format(marks=", ".join("?" * len(chunk)))
-            for message_id, seq, payload, tokens in conn.execute(query, (seg.session_id, seg.lo, seg.hi, *chunk)):
-                found[message_id] = stored_row((seq, payload, tokens))
+            for message_id, seq, payload, tokens in conn.execute(
+                query, (seg.session_id, seg.lo, seg.hi, *chunk)
+            ).fetchall():
+                found[message_id] = stored_row(seg.session_id, (seq, payload, tokens))
     return found
 
 
@@ -135,7 +157,7 @@ class SQLiteBase:
         for seg in segs:
             span = seg.clip(lo, hi)
             if span is not None:
-                out += map(stored_row, conn.execute(query, (seg.session_id, *span)))
+                out += [stored_row(seg.session_id, r) for r in conn.execute(query, (seg.session_id, *span)).fetchall()]
         return out
 
     # -- sessions --------------------------------------------------------------------------

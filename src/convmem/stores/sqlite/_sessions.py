@@ -23,8 +23,7 @@ from .._common import (
 )
 from .._writes import scoped, unscoped
 from ..base import SessionInfo
-from ..codec import decode_state, dumps, encode_datetime, encode_message, encode_state
-from ..codec import loads as json_loads
+from ..codec import dumps, encode_datetime, encode_message, encode_state
 from . import _sql as sql
 from ._base import LAST_SEQ, Row, SQLiteBase, session_row, stamp
 
@@ -37,7 +36,7 @@ class SQLiteSessions(SQLiteBase):
     def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
         with self.db.transaction(write=False) as conn:
             rows = conn.execute(sql.LIST_SESSIONS, (user_id, -1 if limit is None else limit)).fetchall()
-        return [Row(*row).info() for row in rows]
+        return [Row(*row).listed() for row in rows]
 
     def update_session(
         self,
@@ -104,7 +103,7 @@ class SQLiteSessions(SQLiteBase):
                 grand = session_row(conn, parent.parent_id)  # branch where the history really lives
                 assert grand is not None
                 parent = grand
-            state = fork_state(decode_state(json_loads(source.state)), at_seq, messages=count)
+            state = fork_state(source.state_of(), at_seq, messages=count)
             fork_id, created = scoped(user_id, new_session_id()), stamp()
             conn.execute(
                 sql.INSERT_SESSION,
@@ -136,7 +135,7 @@ class SQLiteSessions(SQLiteBase):
         with self.db.transaction(write=False) as conn:  # one snapshot: header and lines agree
             row = self._resolve(conn, session_id, user_id)
             rows = self._read(conn, self._segments(conn, row), sql.RANGE, 0)
-            state = decode_state(json_loads(row.state), version=row.version)
+            state = row.state_of()
             return b"".join([export_header(row.info(), state, row.next_seq), *map(export_line, rows)])
 
     def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:

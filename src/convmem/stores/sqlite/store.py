@@ -41,8 +41,7 @@ from .._common import (
 )
 from .._writes import check_expected, replayed, scoped, state_for_write, unscoped
 from ..base import LoadedSession, SessionState, StoredMessage
-from ..codec import decode_state, dumps, encode_datetime, encode_message, encode_state
-from ..codec import loads as json_loads
+from ..codec import dumps, encode_datetime, encode_message, encode_state
 from . import _sql as sql
 from ._base import session_row, stamp, stored_ids, stored_row
 from ._sessions import SQLiteSessions
@@ -117,7 +116,7 @@ class SQLiteStore(SQLiteSessions):
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
         with self.db.transaction(write=False) as conn:
             row = self._resolve(conn, session_id, user_id)
-            state = decode_state(json_loads(row.state), version=row.version)
+            state = row.state_of()
             segs = self._segments(conn, row)
             pinned = self._read(conn, segs, sql.PINNED, state.pinned_start)
             window = self._read(conn, segs, sql.UNPINNED_RANGE, state.window_start)
@@ -127,7 +126,9 @@ class SQLiteStore(SQLiteSessions):
                     span = seg.clip(state.folded_to + 1, state.window_start - 1)
                     if span is not None and len(unfolded) < unfolded_limit:
                         query = (seg.session_id, *span, unfolded_limit - len(unfolded))
-                        unfolded += map(stored_row, conn.execute(sql.UNPINNED_TAIL, query))
+                        unfolded += [
+                            stored_row(seg.session_id, r) for r in conn.execute(sql.UNPINNED_TAIL, query).fetchall()
+                        ]
                 unfolded.reverse()
             self.rows_read += len(pinned) + len(window) + len(unfolded)
             return LoadedSession(row.info(), state, pinned, window, unfolded, row.next_seq)
@@ -157,7 +158,7 @@ class SQLiteStore(SQLiteSessions):
             while span is not None:
                 with self.db.transaction(write=False) as conn:
                     rows = conn.execute(sql.RANGE_PAGE, (seg.session_id, *span, _PAGE)).fetchall()
-                yield from map(stored_row, rows)
+                yield from (stored_row(seg.session_id, r) for r in rows)
                 span = (rows[-1][0] + 1, span[1]) if len(rows) == _PAGE else None
 
     def delete_messages(
