@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ._intake import MessageLike, new_id, parse, resolve_counter
+from ._intake import MessageLike, new_id, parse_all, resolve_counter
 from .errors import ConfigurationError, InvalidMessageError
 from .formats import as_message
-from .formats.openai import to_openai
+from .formats.openai import moved_images, to_openai
 from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
 from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
@@ -133,7 +133,7 @@ class MemoryCore:
         if self._calibrated:
             self.sync_counts()
         now = datetime.now(timezone.utc)
-        messages = [parse(item, i, now) for i, item in enumerate(items)]
+        messages = parse_all(items, now)
         if check:
             self.window.check_batch(messages)
         prepared = []
@@ -152,7 +152,7 @@ class MemoryCore:
         entries = []
         for seq, (message, tokens) in zip(seqs, prepared, strict=True):
             entry = Entry(seq, message, tokens)
-            entry.rendered = to_openai(message)
+            entry.rendered = _rendered(message)
             push(entry)
             entries.append(entry)
         self.counts["messages"] += len(prepared)
@@ -293,7 +293,8 @@ class MemoryCore:
             inputs=inputs,
             on_overflow=self.on_overflow,
             evicted=self.evicted(),
-            render_openai=to_openai,
+            # A tool result with images renders as two Chat messages: no per-message cache then.
+            render_openai=to_openai if None not in self.window.rendered else None,
         )
 
     def evicted(self) -> list[LeftOut]:
@@ -336,7 +337,7 @@ class MemoryCore:
         self.saved_usage = {key: self.counts[key] for key in USAGE_KEYS}
         for stored in sorted([*loaded.pinned, *loaded.window], key=lambda s: s.seq):
             entry = Entry(stored.seq, stored.message, stored.tokens)
-            entry.rendered = to_openai(stored.message)
+            entry.rendered = _rendered(stored.message)
             self.window.push(entry)
         record = loaded.state.summary
         self.summary = None
@@ -351,6 +352,11 @@ class MemoryCore:
         self.counts["last_seq"] = last if last >= 0 else None
         self.counts["messages"] = loaded.info.message_count
         self.next_seq = loaded.next_seq if loaded.next_seq is not None else last + 1
+
+
+def _rendered(message: Message) -> dict[str, Any] | None:
+    """The message's own Chat dict, cached for assembly; None when it renders as more than one."""
+    return None if moved_images(message) else to_openai(message)
 
 
 def _as_units(stored: Sequence[StoredMessage]) -> list[Unit]:

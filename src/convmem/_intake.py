@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from .errors import ConfigurationError
-from .formats import as_message
+from .formats import as_message, parse_items
 from .messages import Message
 from .tokens import ModelInfo, TokenCounter, counter_for, lookup_model
 
-__all__ = ["MessageLike", "new_id", "parse", "resolve_counter"]
+__all__ = ["MessageLike", "new_id", "parse", "parse_all", "resolve_counter"]
 
 MessageLike = Message | Mapping[str, Any]
 
@@ -50,6 +50,25 @@ def parse(item: MessageLike, index: int, now: datetime) -> Message:
         if role in _PLAIN_ROLES and type(content) is str:
             return Message.trusted(role, content, new_id(), now)
     return as_message(item, index=index)
+
+
+def parse_all(items: Iterable[MessageLike], now: datetime) -> list[Message]:
+    """Parse a batch as providers send it: plain dicts on the fast path, anything else through
+    ``formats.parse_items`` (parallel Responses calls and reasoning items join their message; an
+    Anthropic user message with several tool results expands)."""
+    batch = list(items)
+    fast = [_fast(item, now) for item in batch]
+    if all(m is not None for m in fast):
+        return fast  # type: ignore[return-value]
+    return parse_items(batch)
+
+
+def _fast(item: MessageLike, now: datetime) -> Message | None:
+    if type(item) is dict and item.keys() == _PLAIN_KEYS:
+        role, content = item["role"], item["content"]
+        if role in _PLAIN_ROLES and type(content) is str:
+            return Message.trusted(role, content, new_id(), now)
+    return None
 
 
 def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:

@@ -147,7 +147,7 @@ def _assistant(m: Message, ns: Mapping[str, Any]) -> dict[str, Any] | None:
     ``[]``: they describe the reply, the model does not read them.
     """
     content = m.content
-    if content is None:
+    if content is None or (not content and m.tool_calls):  # no empty message in front of the calls
         return None
     api_id = ns.get("id")
     if isinstance(content, str) and not isinstance(api_id, str):
