@@ -31,7 +31,14 @@ from .tokens import Calibration, TokenCounter
 __all__ = ["USAGE_KEYS", "FoldRequest", "MemoryCore", "Stats"]
 
 MAX_WARNINGS = 20
-USAGE_KEYS = ("input_tokens", "output_tokens", "cached_input_tokens", "cost_usd")
+USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "cache_savings_usd",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +58,9 @@ class Stats:
     output_tokens: int
     cost_usd: float
     warnings: tuple[str, ...] = field(default=())
+    cached_input_tokens: int = 0  # input tokens the provider read from its prompt cache
+    cache_write_tokens: int = 0  # input tokens written to the prompt cache (Anthropic)
+    cache_savings_usd: float = 0.0  # the cost at full input price minus the cost billed (writes may cost)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +334,9 @@ class MemoryCore:
             output_tokens=c["output_tokens"],
             cost_usd=c["cost_usd"],
             warnings=tuple(c["warnings"]),
+            cached_input_tokens=c["cached_input_tokens"],
+            cache_write_tokens=c["cache_write_tokens"],
+            cache_savings_usd=c["cache_savings_usd"],
         )
 
     # -- resume ------------------------------------------------------------------------------
@@ -382,7 +395,9 @@ def _fresh_counts() -> dict[str, Any]:
         "input_tokens": 0,
         "output_tokens": 0,
         "cached_input_tokens": 0,
+        "cache_write_tokens": 0,
         "cost_usd": 0.0,
+        "cache_savings_usd": 0.0,
         "warnings": [],
     }
 

@@ -182,9 +182,13 @@ class MemoryBase:
         counts["input_tokens"] += parsed.input_tokens
         counts["output_tokens"] += parsed.output_tokens
         counts["cached_input_tokens"] += parsed.cached_input_tokens
+        counts["cache_write_tokens"] = counts.get("cache_write_tokens", 0) + parsed.cache_write_input_tokens
         info = self._core.info if model is None else _priced(model)
         if info is not None and info.input_price_per_mtok is not None:  # open-weight models have no list price
-            counts["cost_usd"] += cost(info, parsed.input_tokens, parsed.output_tokens, parsed.cached_input_tokens)
+            tokens = (parsed.input_tokens, parsed.output_tokens)
+            billed = cost(info, *tokens, parsed.cached_input_tokens, parsed.cache_write_input_tokens)
+            counts["cost_usd"] += billed
+            counts["cache_savings_usd"] = counts.get("cache_savings_usd", 0.0) + cost(info, *tokens) - billed
         return []
 
     def _charge(self, outcome: object) -> object:

@@ -26,11 +26,16 @@ __all__ = ["ModelUsage", "Usage", "parse_usage"]
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens of one call; ``input_tokens`` includes cached ones."""
+    """Tokens of one call; ``input_tokens`` includes cached ones and cache writes.
+
+    ``cached_input_tokens`` were read from the prompt cache (billed at the cached price);
+    ``cache_write_input_tokens`` were written to it (Anthropic bills them above the input price).
+    """
 
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -79,7 +84,8 @@ def parse_usage(usage: Any) -> Usage:
     cache_read = _int(usage, "cache_read_input_tokens")
     cache_write = _int(usage, "cache_creation_input_tokens")
     if cache_read or cache_write:  # Anthropic: cache tokens come on top of input_tokens
-        return Usage(_int(usage, "input_tokens") + cache_read + cache_write, _int(usage, "output_tokens"), cache_read)
+        total = _int(usage, "input_tokens") + cache_read + cache_write
+        return Usage(total, _int(usage, "output_tokens"), cache_read, cache_write)
     details = _get(usage, "input_tokens_details")
     cached = _int(details, "cached_tokens") if details is not None else 0
     return Usage(_int(usage, "input_tokens"), _int(usage, "output_tokens"), cached)

@@ -27,6 +27,7 @@ from typing import Any, Literal, TypeAlias, get_args
 from ..errors import ConfigurationError, InvalidMessageError
 from ..messages import PINNED_ROLES, Message
 from ._anthropic_parse import from_anthropic as _anthropic_messages
+from ._replies import parse_reply
 from ._sdk import is_sdk_object, sdk_dict
 from ._sent import sent_extras
 from .anthropic import AnthropicRequest, from_anthropic, to_anthropic
@@ -39,9 +40,10 @@ __all__ = [
     "Format",
     "as_message",
     "detect_format",
-    "parse_message",
     "parse_items",
+    "parse_message",
     "parse_messages",
+    "parse_reply",
     "render",
     "sent_extras",
 ]
@@ -208,7 +210,7 @@ def parse_items(items: Sequence[Message | Mapping[str, Any] | Any]) -> list[Mess
 def _responses_item(item: object) -> bool:
     if isinstance(item, Message):
         return False
-    d = sdk_dict(item) if is_sdk_object(item) else item
+    d: Any = sdk_dict(item) if is_sdk_object(item) else item
     try:
         return _candidates(d) == _RESPONSES_ONLY
     except InvalidMessageError:

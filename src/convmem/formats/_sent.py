@@ -40,7 +40,11 @@ def sent_extras(message: Message) -> tuple[list[str], int]:
             if isinstance(refusal, str) and refusal:
                 texts.append(refusal)
             call = openai.get("function_call")
-            if isinstance(call, Mapping) and isinstance(call.get("name"), str) and isinstance(call.get("arguments"), str):
+            if (
+                isinstance(call, Mapping)
+                and isinstance(call.get("name"), str)
+                and isinstance(call.get("arguments"), str)
+            ):
                 texts += [call["name"], call["arguments"]]
         texts += _layout_texts(extra.get("anthropic"), "thinking")
         texts += _layout_texts(extra.get("responses"), "reasoning")

@@ -147,6 +147,12 @@ def _assistant(m: Message, ns: Mapping[str, Any]) -> dict[str, Any] | None:
     ``[]``: they describe the reply, the model does not read them.
     """
     content = m.content
+    if content is None and not m.tool_calls and LAYOUT not in ns:
+        refusal = namespace(m.extra, "openai", "").get("refusal")  # a Chat refusal: sent as one here too
+        if isinstance(refusal, str) and refusal:
+            content = (TextPart(refusal, extra={FMT: {"type": "refusal"}}),)
+        else:
+            return {"role": "assistant", "content": ""}
     if content is None or (not content and m.tool_calls):  # no empty message in front of the calls
         return None
     api_id = ns.get("id")

@@ -263,10 +263,10 @@ def _render(format: str, messages: list[Message]) -> tuple[list[dict[str, Any]],
     if format == "openai":
         return openai.to_openai_messages(messages), None  # a tool result's images move to a user message
     if format == "anthropic":
-        request = anthropic.to_anthropic(messages)
+        request = anthropic.to_anthropic(messages, drop_names=True)  # a name is counted, never refused
         return list(request.messages), request.system  # system blocks keep their cache_control
     if format == "responses":
-        return responses.to_responses(messages), None
+        return responses.to_responses(messages, drop_names=True), None
     raise ValueError(f"unknown format {format!r}; expected openai, anthropic or responses")
 
 
