@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ._intake import MessageLike, new_id, parse_all, resolve_counter
+from ._intake import MessageLike, new_id, parse_all, rendered_alone, resolve_counter
 from .errors import ConfigurationError, InvalidMessageError
 from .formats import as_message
-from .formats.openai import moved_images, to_openai
+from .formats.openai import to_openai
 from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
 from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
@@ -31,14 +31,8 @@ from .tokens import Calibration, TokenCounter
 __all__ = ["USAGE_KEYS", "FoldRequest", "MemoryCore", "Stats"]
 
 MAX_WARNINGS = 20
-USAGE_KEYS = (
-    "input_tokens",
-    "output_tokens",
-    "cached_input_tokens",
-    "cache_write_tokens",
-    "cost_usd",
-    "cache_savings_usd",
-)
+USAGE_KEYS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens", "cost_usd")
+USAGE_KEYS += ("cache_savings_usd",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +156,7 @@ class MemoryCore:
         entries = []
         for seq, (message, tokens) in zip(seqs, prepared, strict=True):
             entry = Entry(seq, message, tokens)
-            entry.rendered = _rendered(message)
+            entry.rendered = rendered_alone(message)
             push(entry)
             entries.append(entry)
         self.counts["messages"] += len(prepared)
@@ -350,7 +344,7 @@ class MemoryCore:
         self.saved_usage = {key: self.counts[key] for key in USAGE_KEYS}
         for stored in sorted([*loaded.pinned, *loaded.window], key=lambda s: s.seq):
             entry = Entry(stored.seq, stored.message, stored.tokens)
-            entry.rendered = _rendered(stored.message)
+            entry.rendered = rendered_alone(stored.message)
             self.window.push(entry)
         record = loaded.state.summary
         self.summary = None
@@ -365,11 +359,6 @@ class MemoryCore:
         self.counts["last_seq"] = last if last >= 0 else None
         self.counts["messages"] = loaded.info.message_count
         self.next_seq = loaded.next_seq if loaded.next_seq is not None else last + 1
-
-
-def _rendered(message: Message) -> dict[str, Any] | None:
-    """The message's own Chat dict, cached for assembly; None when it renders as more than one."""
-    return None if moved_images(message) else to_openai(message)
 
 
 def _as_units(stored: Sequence[StoredMessage]) -> list[Unit]:

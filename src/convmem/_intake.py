@@ -14,10 +14,11 @@ from typing import Any
 
 from .errors import ConfigurationError
 from .formats import as_message, parse_items
+from .formats.openai import moved_images, to_openai
 from .messages import Message
 from .tokens import ModelInfo, TokenCounter, counter_for, lookup_model
 
-__all__ = ["MessageLike", "new_id", "parse", "parse_all", "resolve_counter"]
+__all__ = ["MessageLike", "new_id", "parse", "parse_all", "rendered_alone", "resolve_counter"]
 
 MessageLike = Message | Mapping[str, Any]
 
@@ -69,6 +70,11 @@ def _fast(item: MessageLike, now: datetime) -> Message | None:
         if role in _PLAIN_ROLES and type(content) is str:
             return Message.trusted(role, content, new_id(), now)
     return None
+
+
+def rendered_alone(message: Message) -> dict[str, Any] | None:
+    """The message's own Chat dict, cached for assembly; None when it renders as two (a tool result's images)."""
+    return None if moved_images(message) else to_openai(message)
 
 
 def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:

@@ -192,7 +192,6 @@ def test_text_then_calls_merge_on_the_way_back() -> None:
         ([Message(role="user", content=(ImagePart(path="/tmp/a.png"),))], 0, "content[0].path"),
         ([Message(role="user", content=(ImagePart(data="AAAA"),))], 0, "content[0].media_type"),
         ([Message(role="user", content=(FilePart(file_id="f", media_type="a/b"),))], 0, "content[0].media_type"),
-        ([Message(role="assistant")], 0, "content"),
         (
             [Message(role="assistant", content="a", extra={"responses": {"$layout": ["t"]}})],
             0,

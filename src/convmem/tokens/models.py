@@ -206,8 +206,8 @@ def cost(
         raise ValueError("token counts must not be negative")
     if cached_input_tokens + cache_write_input_tokens > input_tokens:
         raise ValueError(
-            f"cached ({cached_input_tokens}) plus cache-write ({cache_write_input_tokens}) tokens exceed "
-            f"input_tokens ({input_tokens})"
+            f"cached_input_tokens ({cached_input_tokens}) plus cache_write_input_tokens "
+            f"({cache_write_input_tokens}) exceeds input_tokens ({input_tokens})"
         )
     price_in, price_out = info.input_price_per_mtok, info.output_price_per_mtok
     if price_in is None or price_out is None:
