@@ -31,8 +31,8 @@ from .tokens import Calibration, TokenCounter
 __all__ = ["USAGE_KEYS", "FoldRequest", "MemoryCore", "Stats"]
 
 MAX_WARNINGS = 20
-USAGE_KEYS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens", "cost_usd")
-USAGE_KEYS += ("cache_savings_usd",)
+USAGE_KEYS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens")
+USAGE_KEYS += ("cost_usd", "cache_savings_usd")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,17 @@
 """OpenAI Chat Completions messages <-> :class:`~convmem.messages.Message`, losslessly.
 
-One Chat Completions message dict is one Message, so both directions are exact::
+One Chat Completions message dict is one Message::
 
-    to_openai(from_openai(d)) == d        # every valid dict d
+    to_openai(from_openai(d)) == d        # every valid *request* dict d
     from_openai(to_openai(m)) == m        # every Message m the format can express
+
+A reply's fields that a request does not take (``annotations``, an empty ``refusal``,
+``audio`` beyond its ``id``, unknown keys) are kept in ``extra["openai"]`` -- the
+stored message and its export keep them -- but never rendered: the request type
+refuses them. An assistant's non-empty ``refusal``, legacy ``function_call`` and
+audio ``id`` are sent (and counted). A tool result's images cannot ride in a Chat
+tool message: :func:`to_openai_messages` moves them into a user message after the
+results (:func:`moved_images`); :func:`to_openai` refuses such a message alone.
 
 Mapping:
 
