@@ -38,6 +38,7 @@ __all__ = [
     "texts",
     "tool_calls",
     "with_unknown_keys",
+    "without_unknown_keys",
 ]
 
 KINDS = ("text", "image", "audio", "file")
@@ -290,3 +291,20 @@ def _decorate(draw: st.DrawFn, value: Any, skip: Callable[[dict[str, Any]], bool
     if not skip(value):
         out.update(draw(_unknown_keys))
     return out
+
+
+def without_unknown_keys(value: Any) -> Any:
+    """``value`` without the ``x_*`` keys :func:`with_unknown_keys` adds: what a request renders of it.
+
+    Keys a provider's request schema does not take are kept in ``extra`` (export is lossless) but
+    never sent.
+    """
+    if isinstance(value, list):
+        return [without_unknown_keys(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {
+        k: v if k == "input" else without_unknown_keys(v)  # a tool call's input is the caller's JSON
+        for k, v in value.items()
+        if not k.startswith("x_")
+    }

@@ -43,7 +43,6 @@ from .errors import (
 from .messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCall
 
 if TYPE_CHECKING:
-    from ._core import Stats
     from .client import AsyncClient, Client
     from .longterm.blocks import Block, CallableBlock, StaticBlock, WorkingBlock
     from .longterm.dynamic import FactsBlock, RecallBlock
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
     from .policy.strategies import Compaction, SlidingWindow, Summarizer, SummaryBuffer, TokenBudget
     from .stores.memory import AsyncMemoryStore, MemoryStore
     from .tokens import TokenCounter, counter_for, lookup_model
+    from .usage import Stats
 
 __version__ = "0.1.0"
 
@@ -63,7 +63,7 @@ _LAZY = {
     "Client": "client",
     "AsyncMemory": "memory",
     "Memory": "memory",
-    "Stats": "_core",
+    "Stats": "usage",
     "Context": "policy.context",
     "LeftOut": "policy.context",
     "Compaction": "policy.strategies",

@@ -19,6 +19,7 @@ from ._flow import Absorb, Append, AsyncEvictionSink, Delete, Effect, EvictionSi
 from ._flow import describe as _describe
 from ._intake import MessageLike
 from .errors import InvalidMessageError, SessionNotFoundError
+from .formats import parse_reply
 from .messages import Message
 from .policy.context import Context
 from .policy.repair import synthetic_results
@@ -132,6 +133,14 @@ class AsyncMemory(MemoryBase):
             self._learn(parsed)  # once, whatever the save below retries
             await self._drive(flow.save(self._core, lambda: self._add_usage(parsed)))
         return parsed
+
+    async def add_response(self, response: Any) -> list[Message]:
+        """Store a provider's reply and record its usage (see ``Memory.add_response``)."""
+        messages, usage = parse_reply(response)
+        added = await self.add_many(messages) if messages else []
+        if usage is not None:
+            await self.record_usage(usage)
+        return added
 
     async def aclose(self) -> None:
         """Close the store if this memory created it."""

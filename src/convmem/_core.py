@@ -9,11 +9,11 @@ never touches a store or a model: the facades do that, in the order
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ._intake import MessageLike, new_id, parse, resolve_counter
+from ._intake import MessageLike, new_id, parse_all, rendered_alone, resolve_counter
 from .errors import ConfigurationError, InvalidMessageError
 from .formats import as_message
 from .formats.openai import to_openai
@@ -28,30 +28,13 @@ from .policy.truncate import truncate_text
 from .policy.units import Entry, Unit, Window
 from .stores.base import LoadedSession, SessionState, StoredMessage, SummaryRecord
 from .tokens import Calibration, TokenCounter
+from .usage import Stats, fresh_counts
 
 __all__ = ["USAGE_KEYS", "FoldRequest", "MemoryCore", "Stats"]
 
 MAX_WARNINGS = 20
-USAGE_KEYS = ("input_tokens", "output_tokens", "cached_input_tokens", "cost_usd")
-
-
-@dataclass(frozen=True, slots=True)
-class Stats:
-    """Running figures of a memory (see ``Memory.stats``)."""
-
-    messages: int
-    window_messages: int
-    context_tokens: int  # what context().tokens reports with no input and no blocks (see Memory.stats)
-    archived: int
-    summarized: int
-    summaries: int
-    summary_failures: int
-    tokens_saved: int
-    evicted_tokens: int
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-    warnings: tuple[str, ...] = field(default=())
+USAGE_KEYS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens")
+USAGE_KEYS += ("cost_usd", "cache_savings_usd")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +112,7 @@ class MemoryCore:
         self.next_seq = 0  # the seq the store gives the next message (the writer's view of the session)
         self._evicted_key: tuple[Any, ...] | None = None
         self._evicted: list[LeftOut] = []
-        self.counts: dict[str, Any] = _fresh_counts()
+        self.counts: dict[str, Any] = fresh_counts()
         self.saved_usage: dict[str, Any] = {key: self.counts[key] for key in USAGE_KEYS}  # as the store has it
         # A calibrated counter's counts change when it learns; the window is recounted before its next use.
         self._calibrated = isinstance(getattr(self.counter, "calibration", None), Calibration)
@@ -141,7 +124,7 @@ class MemoryCore:
         if self._calibrated:
             self.sync_counts()
         now = datetime.now(timezone.utc)
-        messages = [parse(item, i, now) for i, item in enumerate(items)]
+        messages = parse_all(items, now)
         limits = self.limits
         for index, message in enumerate(messages):
             check_limits(message, limits, index)
@@ -163,7 +146,7 @@ class MemoryCore:
         entries = []
         for seq, (message, tokens) in zip(seqs, prepared, strict=True):
             entry = Entry(seq, message, tokens)
-            entry.rendered = to_openai(message)
+            entry.rendered = rendered_alone(message)
             push(entry)
             entries.append(entry)
         self.counts["messages"] += len(prepared)
@@ -304,7 +287,8 @@ class MemoryCore:
             inputs=inputs,
             on_overflow=self.on_overflow,
             evicted=self.evicted(),
-            render_openai=to_openai,
+            # A tool result with images renders as two Chat messages: no per-message cache then.
+            render_openai=to_openai if None not in self.window.rendered else None,
         )
 
     def evicted(self) -> list[LeftOut]:
@@ -334,6 +318,9 @@ class MemoryCore:
             output_tokens=c["output_tokens"],
             cost_usd=c["cost_usd"],
             warnings=tuple(c["warnings"]),
+            cached_input_tokens=c["cached_input_tokens"],
+            cache_write_tokens=c["cache_write_tokens"],
+            cache_savings_usd=c["cache_savings_usd"],
         )
 
     # -- resume ------------------------------------------------------------------------------
@@ -342,12 +329,12 @@ class MemoryCore:
         self.window = Window()
         self.state = loaded.state
         self.window_start = loaded.state.window_start
-        self.counts = _fresh_counts() | dict(loaded.state.stats)
+        self.counts = fresh_counts() | dict(loaded.state.stats)
         self.counts["warnings"] = list(self.counts["warnings"])
         self.saved_usage = {key: self.counts[key] for key in USAGE_KEYS}
         for stored in sorted([*loaded.pinned, *loaded.window], key=lambda s: s.seq):
             entry = Entry(stored.seq, stored.message, stored.tokens)
-            entry.rendered = to_openai(stored.message)
+            entry.rendered = rendered_alone(stored.message)
             self.window.push(entry)
         record = loaded.state.summary
         self.summary = None
@@ -371,25 +358,6 @@ def _as_units(stored: Sequence[StoredMessage]) -> list[Unit]:
             continue  # the read began inside a unit; its head is older than the retry queue
         window.push(Entry(s.seq, s.message, s.tokens))
     return list(window.units)
-
-
-def _fresh_counts() -> dict[str, Any]:
-    return {
-        "messages": 0,
-        "evicted_messages": 0,
-        "evicted_tokens": 0,
-        "summarized_messages": 0,
-        "summarized_tokens": 0,
-        "summaries": 0,
-        "summary_failures": 0,
-        "first_evicted": None,
-        "last_seq": None,
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "cached_input_tokens": 0,
-        "cost_usd": 0.0,
-        "warnings": [],
-    }
 
 
 def _persistable(counts: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ._core import MemoryCore, Stats
+from ._core import MemoryCore
 from ._intake import MessageLike
 from .errors import ConfigurationError, ContextOverflowError, SessionNotFoundError
 from .limits import Limits
@@ -26,7 +26,7 @@ from .policy.strategies import Plan, Strategy
 from .policy.units import Unit
 from .stores.base import LoadedSession, MessageStatus, SessionState, status_of
 from .tokens import Calibration, ModelInfo, TokenCounter, cost, lookup_model
-from .usage import ModelUsage, Usage, parse_usage
+from .usage import ModelUsage, Stats, Usage, parse_usage
 
 __all__ = ["CONFIG_KEY", "InputLike", "MemoryBase", "initial_state", "keep_config", "open_options", "stored_config"]
 
@@ -188,9 +188,13 @@ class MemoryBase:
         counts["input_tokens"] += parsed.input_tokens
         counts["output_tokens"] += parsed.output_tokens
         counts["cached_input_tokens"] += parsed.cached_input_tokens
+        counts["cache_write_tokens"] = counts.get("cache_write_tokens", 0) + parsed.cache_write_input_tokens
         info = self._core.info if model is None else _priced(model)
         if info is not None and info.input_price_per_mtok is not None:  # open-weight models have no list price
-            counts["cost_usd"] += cost(info, parsed.input_tokens, parsed.output_tokens, parsed.cached_input_tokens)
+            tokens = (parsed.input_tokens, parsed.output_tokens)
+            billed = cost(info, *tokens, parsed.cached_input_tokens, parsed.cache_write_input_tokens)
+            counts["cost_usd"] += billed
+            counts["cache_savings_usd"] = counts.get("cache_savings_usd", 0.0) + cost(info, *tokens) - billed
         return []
 
     def _charge(self, outcome: object) -> object:

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from .errors import ConfigurationError, InvalidMessageError
-from .formats import as_message
+from .formats import parse_items
+from .formats.openai import moved_images, to_openai
 from .limits import check_text
 from .messages import Message
 from .tokens import ModelInfo, TokenCounter, counter_for, lookup_model
 
-__all__ = ["MessageLike", "new_id", "parse", "resolve_counter"]
+__all__ = ["MessageLike", "new_id", "parse_all", "rendered_alone", "resolve_counter"]
 
 MessageLike = Message | Mapping[str, Any]
 
@@ -44,18 +45,34 @@ _PLAIN_KEYS = {"role", "content"}
 _PLAIN_ROLES = frozenset({"user", "assistant", "system", "developer"})
 
 
-def parse(item: MessageLike, index: int, now: datetime) -> Message:
-    """formats.as_message, with a fast path for the most common input: a plain ``{"role", "content": str}`` dict."""
+def parse_all(items: Iterable[MessageLike], now: datetime) -> list[Message]:
+    """Parse a batch as providers send it: plain dicts on the fast path, anything else through
+    ``formats.parse_items`` (parallel Responses calls and reasoning items join their message; an
+    Anthropic user message with several tool results expands)."""
+    batch = list(items)
+    fast = [_fast(item, index, now) for index, item in enumerate(batch)]
+    if all(m is not None for m in fast):
+        return fast  # type: ignore[return-value]
+    return parse_items(batch)
+
+
+def _fast(item: MessageLike, index: int, now: datetime) -> Message | None:
+    """A plain ``{"role", "content": str}`` dict, the most common input, without the general parser."""
     if type(item) is dict and item.keys() == _PLAIN_KEYS:
         role, content = item["role"], item["content"]
         if role in _PLAIN_ROLES and type(content) is str:
-            if not content.isascii():
+            if not content.isascii():  # lone surrogates are the only text the limits refuse
                 try:
                     check_text(content, "content")
                 except InvalidMessageError as exc:
                     raise exc.at(index) from None
             return Message.trusted(role, content, new_id(), now)
-    return as_message(item, index=index)
+    return None
+
+
+def rendered_alone(message: Message) -> dict[str, Any] | None:
+    """The message's own Chat dict, cached for assembly; None when it renders as two (a tool result's images)."""
+    return None if moved_images(message) else to_openai(message)
 
 
 def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:

@@ -35,12 +35,12 @@ from typing import Any
 
 from . import _flow as flow
 from ._async_memory import AsyncMemory
-from ._core import Stats
 from ._facade import InputLike, MemoryBase, open_options
 from ._flow import Absorb, Append, Delete, Effect, Load, Read, SaveState, Summarize
 from ._flow import describe as _describe
 from ._intake import MessageLike
 from .errors import ConfigurationError, InvalidMessageError, SessionNotFoundError
+from .formats import parse_reply
 from .messages import Message
 from .policy.context import Context
 from .policy.repair import synthetic_results
@@ -48,7 +48,7 @@ from .stores import open_store
 from .stores._writes import lost
 from .stores.base import MessageStatus, Store, StoredMessage
 from .stores.memory import MemoryStore
-from .usage import Usage, parse_usage
+from .usage import Stats, Usage, parse_usage
 
 __all__ = ["AsyncMemory", "Memory"]
 
@@ -178,6 +178,22 @@ class Memory(MemoryBase):
             self._learn(parsed)  # once, whatever the save below retries
             self._drive(flow.save(self._core, lambda: self._add_usage(parsed)))
         return parsed
+
+    def add_response(self, response: Any) -> list[Message]:
+        """Store a provider's reply as it comes, and record its usage; returns the messages stored.
+
+        ``response`` is an OpenAI ``ChatCompletion``, an Anthropic ``Message`` or a Responses
+        ``Response`` (the SDK object or its dict). The assistant output is stored (text, tool calls,
+        refusal, reasoning and thinking kept for the round trip; reply-only fields such as ids and
+        annotations are kept in ``extra`` and never sent again), then its usage goes to the stats and
+        the cost, cached and cache-write tokens at the registry's cached prices.
+        """
+        messages, usage = parse_reply(response)
+        with self._lock:
+            added = self.add_many(messages) if messages else []
+            if usage is not None:
+                self.record_usage(usage)
+        return added
 
     def close(self) -> None:
         """Close the store if this memory opened it (a store passed in belongs to the caller)."""

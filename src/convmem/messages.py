@@ -43,7 +43,7 @@ __all__ = [
 Role: TypeAlias = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
 PINNED_ROLES: frozenset[str] = frozenset({"system", "developer"})
-ImageDetail: TypeAlias = Literal["auto", "low", "high"]
+ImageDetail: TypeAlias = Literal["auto", "low", "high", "original"]
 _DETAILS = frozenset(get_args(ImageDetail))
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -16,21 +16,26 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessageError
 
-__all__ = ["ModelUsage", "Usage", "parse_usage"]
+__all__ = ["ModelUsage", "Stats", "Usage", "fresh_counts", "parse_usage"]
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens of one call; ``input_tokens`` includes cached ones."""
+    """Tokens of one call; ``input_tokens`` includes cached ones and cache writes.
+
+    ``cached_input_tokens`` were read from the prompt cache (billed at the cached price);
+    ``cache_write_input_tokens`` were written to it (Anthropic bills them above the input price).
+    """
 
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -79,7 +84,52 @@ def parse_usage(usage: Any) -> Usage:
     cache_read = _int(usage, "cache_read_input_tokens")
     cache_write = _int(usage, "cache_creation_input_tokens")
     if cache_read or cache_write:  # Anthropic: cache tokens come on top of input_tokens
-        return Usage(_int(usage, "input_tokens") + cache_read + cache_write, _int(usage, "output_tokens"), cache_read)
+        total = _int(usage, "input_tokens") + cache_read + cache_write
+        return Usage(total, _int(usage, "output_tokens"), cache_read, cache_write)
     details = _get(usage, "input_tokens_details")
     cached = _int(details, "cached_tokens") if details is not None else 0
     return Usage(_int(usage, "input_tokens"), _int(usage, "output_tokens"), cached)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Running figures of a memory (see ``Memory.stats``)."""
+
+    messages: int
+    window_messages: int
+    context_tokens: int  # what context().tokens reports with no input and no blocks (see Memory.stats)
+    archived: int
+    summarized: int
+    summaries: int
+    summary_failures: int
+    tokens_saved: int
+    evicted_tokens: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    warnings: tuple[str, ...] = field(default=())
+    cached_input_tokens: int = 0  # input tokens the provider read from its prompt cache
+    cache_write_tokens: int = 0  # input tokens written to the prompt cache (Anthropic)
+    cache_savings_usd: float = 0.0  # the cost at full input price minus the cost billed (writes may cost)
+
+
+def fresh_counts() -> dict[str, Any]:
+    """The running counts of a new session (what ``Stats`` is built from, saved with the state)."""
+    return {
+        "messages": 0,
+        "evicted_messages": 0,
+        "evicted_tokens": 0,
+        "summarized_messages": 0,
+        "summarized_tokens": 0,
+        "summaries": 0,
+        "summary_failures": 0,
+        "first_evicted": None,
+        "last_seq": None,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cached_input_tokens": 0,
+        "cache_write_tokens": 0,
+        "cost_usd": 0.0,
+        "cache_savings_usd": 0.0,
+        "warnings": [],
+    }

@@ -110,9 +110,10 @@ async def test_parallel_calls_and_their_outputs_in_one_batch() -> None:
         {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
         {"type": "function_call_output", "call_id": "c2", "output": "rainy"},
     ]
-    # Today Memory.add_many parses item by item and refuses the second call (issue 13); the session works around it.
-    with pytest.raises(InvalidMessageError, match="unanswered"):
-        Memory(max_tokens=1_000).add_many(items)
+    # Memory.add_many takes the items as they come: the parallel calls join one assistant message (issue 13).
+    direct = Memory(max_tokens=1_000)
+    direct.add_many(items)
+    assert [len(m.tool_calls) for m in direct.messages()] == [0, 2, 0, 0]
     session = ConvmemSession(_memory())
     await session.add_items(items)
     assert await session.get_items() == items
@@ -135,7 +136,9 @@ async def test_reasoning_items_and_sdk_message_fields_round_trip() -> None:
         },
     ]
     await session.add_items(items)
-    assert await session.get_items() == items
+    # Given back as the request schema takes them: an output message's logprobs are reply-only.
+    sent = [*items[:-1], {**items[-1], "content": [{"type": "output_text", "text": "done", "annotations": []}]}]
+    assert await session.get_items() == sent
 
 
 async def test_pop_item_removes_exactly_the_newest_item() -> None:

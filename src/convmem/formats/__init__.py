@@ -26,7 +26,10 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from ..errors import ConfigurationError, InvalidMessageError
 from ..messages import PINNED_ROLES, Message
+from ._anthropic_parse import from_anthropic as _anthropic_messages
+from ._replies import parse_reply
 from ._sdk import is_sdk_object, sdk_dict
+from ._sent import sent_extras
 from .anthropic import AnthropicRequest, from_anthropic, to_anthropic
 from .openai import from_openai, from_openai_messages, to_openai_messages
 from .responses import from_responses, to_responses
@@ -37,9 +40,12 @@ __all__ = [
     "Format",
     "as_message",
     "detect_format",
+    "parse_items",
     "parse_message",
     "parse_messages",
+    "parse_reply",
     "render",
+    "sent_extras",
 ]
 
 Format: TypeAlias = Literal["openai", "anthropic", "responses"]
@@ -127,6 +133,8 @@ def parse_message(d: Mapping[str, Any]) -> Message:
             (e.g. an Anthropic user message with two ``tool_result`` blocks).
     """
     fmt = _first(_candidates(d))
+    if fmt == "openai" and _anthropic_system(d):
+        return _anthropic_messages([], d["content"])[0]
     if fmt == "openai":
         return from_openai(d)
     messages = from_anthropic([d]) if fmt == "anthropic" else from_responses([d])
@@ -136,6 +144,77 @@ def parse_message(d: Mapping[str, Any]) -> Message:
             field="content",
         )
     return messages[0]
+
+
+def _anthropic_system(d: Mapping[str, Any]) -> bool:
+    """A system prompt given as Anthropic text blocks (``cache_control`` says so): kept as Anthropic's."""
+    content = d.get("content")
+    return (
+        d.get("role") in PINNED_ROLES
+        and isinstance(content, list)
+        and all(isinstance(b, Mapping) and b.get("type") == "text" for b in content)
+        and any("cache_control" in b for b in content)
+    )
+
+
+_RESPONSES_ONLY = frozenset({"responses"})
+
+
+def parse_items(items: Sequence[Message | Mapping[str, Any] | Any]) -> list[Message]:
+    """What ``add_many`` takes, as it comes from a provider, parsed into Messages.
+
+    Messages stay as given; each dict (or SDK object) is parsed in its detected format, except that
+    a run of Responses items (``function_call``, ``reasoning``, ``function_call_output``, output
+    messages) is parsed together, so parallel calls and reasoning items join their assistant
+    message, and an Anthropic user message with several ``tool_result`` blocks expands to one tool
+    Message each (and a user Message for its other blocks).
+
+    Raises:
+        InvalidMessageError: ``index`` is the position of the offending item.
+    """
+    out: list[Message] = []
+    i, n = 0, len(items)
+    while i < n:
+        item = items[i]
+        if isinstance(item, Message):
+            out.append(item)
+            i += 1
+            continue
+        d = sdk_dict(item) if is_sdk_object(item) else item
+        try:
+            found = _candidates(d)
+        except InvalidMessageError as exc:
+            raise exc.at(i) from None
+        if found == _RESPONSES_ONLY:
+            group = [d]
+            while i + len(group) < n and _responses_item(items[i + len(group)]):
+                nxt = items[i + len(group)]
+                group.append(sdk_dict(nxt) if is_sdk_object(nxt) else nxt)
+            try:
+                out += from_responses(group)
+            except InvalidMessageError as exc:
+                raise exc.at(i + (exc.index or 0)) from None
+            i += len(group)
+            continue
+        if _first(found) == "anthropic" and d.get("role") == "user":
+            try:
+                out += from_anthropic([d])
+            except InvalidMessageError as exc:
+                raise exc.at(i) from None
+        else:
+            out.append(as_message(d, index=i))
+        i += 1
+    return out
+
+
+def _responses_item(item: object) -> bool:
+    if isinstance(item, Message):
+        return False
+    d: Any = sdk_dict(item) if is_sdk_object(item) else item
+    try:
+        return _candidates(d) == _RESPONSES_ONLY
+    except InvalidMessageError:
+        return False
 
 
 def parse_messages(items: Iterable[Mapping[str, Any]], format: Format | None = None) -> list[Message]:

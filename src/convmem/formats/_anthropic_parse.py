@@ -29,6 +29,7 @@ from ._common import (
 from ._common import (
     parts as content_parts,
 )
+from ._ids import from_anthropic_id
 
 __all__ = ["CONTINUATION_PLACEHOLDER", "FMT", "OPAQUE_BLOCKS", "SOURCE_KEYS", "from_anthropic"]
 
@@ -147,9 +148,8 @@ def _call_from(b: Mapping[str, Any]) -> ToolCall:
     if not isinstance(value, Mapping):
         fail(f"must be an object, got {type(value).__name__}", "input")
     ns = unknown(b, ("type", "id", "name", "input"))
-    return ToolCall(
-        required_str(b, "id", "id"), required_str(b, "name", "name"), object_arguments(value), wrap(FMT, ns)
-    )
+    call_id = from_anthropic_id(required_str(b, "id", "id"))
+    return ToolCall(call_id, required_str(b, "name", "name"), object_arguments(value), wrap(FMT, ns))
 
 
 def _tool_message(b: Mapping[str, Any]) -> Message:
@@ -162,7 +162,7 @@ def _tool_message(b: Mapping[str, Any]) -> Message:
         content = raw
     else:
         content = tuple(each("content", content_parts(raw, "content"), _part_from))
-    call_id = required_str(b, "tool_use_id", "tool_use_id")
+    call_id = from_anthropic_id(required_str(b, "tool_use_id", "tool_use_id"))
     return Message(role="tool", content=content, tool_call_id=call_id, extra=wrap(FMT, ns))
 
 

@@ -161,7 +161,14 @@ def namespace(extra: Mapping[str, Any], fmt: str, field: str) -> Mapping[str, An
     return ns
 
 
-def emit(out: dict[str, Any], ns: Mapping[str, Any], fmt: str, field: str, handled: Collection[str] = ()) -> None:
+def emit(
+    out: dict[str, Any],
+    ns: Mapping[str, Any],
+    fmt: str,
+    field: str,
+    handled: Collection[str] = (),
+    allowed: Collection[str] | None = None,
+) -> None:
     """Apply namespace ``ns`` to the rendered dict ``out`` (see the module docstring).
 
     Args:
@@ -170,9 +177,12 @@ def emit(out: dict[str, Any], ns: Mapping[str, Any], fmt: str, field: str, handl
         fmt: the format name, for error fields.
         field: the field prefix of the object (``""``, ``"content[2]."`` ...).
         handled: keys of ``ns`` the caller already applied (nested objects, ``type``).
+        allowed: the only keys the provider's request schema accepts on this object
+            (None: every key). Other keys stay in ``extra`` (lossless export) but are
+            never sent: response-only fields such as ``annotations``, ``id``, ``usage``.
     """
     for key, value in ns.items():
-        if key in handled:
+        if key in handled or (allowed is not None and key not in allowed and key not in (ABSENT, LAYOUT)):
             continue
         if key == ABSENT:
             for name in listing(value, f"{field}extra.{fmt}.{ABSENT}"):

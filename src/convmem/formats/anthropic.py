@@ -59,11 +59,18 @@ from ._common import (
     emit,
     fail,
     namespace,
-    nested,
     no_path,
 )
+from ._ids import to_anthropic_id
 
 __all__ = ["CONTINUATION_PLACEHOLDER", "AnthropicRequest", "from_anthropic", "to_anthropic"]
+
+_CACHE = ("cache_control",)
+# What a kept thinking block may carry in a request (ThinkingBlockParam, RedactedThinkingBlockParam).
+_OPAQUE_KEYS = {
+    "thinking": frozenset({"type", "thinking", "signature"}),
+    "redacted_thinking": frozenset({"type", "data"}),
+}
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,10 @@ def to_anthropic(messages: Sequence[Message], *, drop_names: bool = False) -> An
             _append(out, m)
         except InvalidMessageError as exc:
             raise exc.at(i) from None
+    for d in out:  # merging may have put an empty text block next to others
+        content = d["content"]
+        if isinstance(content, list) and len(content) > 1 and any(_empty_text(b) for b in content):
+            d["content"] = [b for b in content if not _empty_text(b)] or content[:1]
     if out and out[0]["role"] == "assistant":
         out.insert(0, {"role": "user", "content": CONTINUATION_PLACEHOLDER})
     return AnthropicRequest(_system(system), out)
@@ -131,19 +142,12 @@ def _append(out: list[dict[str, Any]], m: Message) -> None:
             content = _blocks(m, ns)
     last = out[-1] if out else None
     if last is None or last["role"] != role:
-        d: dict[str, Any] = {"role": role, "content": content}
-        emit(d, ns, FMT, "")
-        out.append(d)
+        # A message carries role and content only: id, model, stop_reason, type, usage of a reply stay in extra.
+        out.append({"role": role, "content": content})
         return
     if m.role == "tool" and any(b.get("type") != "tool_result" for b in _as_blocks(last["content"])):
         fail("a tool result must directly follow the assistant message that called it", "role")
     last["content"] = _as_blocks(last["content"]) + _as_blocks(content)
-    keys: dict[str, Any] = {}
-    emit(keys, ns, FMT, "")
-    for key, value in keys.items():
-        if last.get(key, value) != value:
-            fail(f"conflicts with the {key!r} of the message it is merged into", f"extra.{FMT}.{key}")
-        last[key] = value
 
 
 def _as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -158,10 +162,10 @@ def _system(messages: list[Message]) -> str | list[dict[str, Any]] | None:
     blocks: list[dict[str, Any]] = []
     for m in messages:
         if isinstance(m.content, tuple):
-            blocks += each("content", m.content, _part)
-        else:
-            blocks.append({"type": "text", "text": m.content or ""})
-    return blocks
+            blocks += [b for b in each("content", m.content, _part) if not _empty_text(b)]
+        elif m.content:
+            blocks.append({"type": "text", "text": m.content})
+    return blocks or None
 
 
 def _blocks(m: Message, ns: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -172,25 +176,40 @@ def _blocks(m: Message, ns: Mapping[str, Any]) -> list[dict[str, Any]]:
     calls = each("tool_calls", m.tool_calls, _tool_use)
     layout = ns.get(LAYOUT)
     if layout is None:
-        return parts + calls
-    return apply_layout(layout, {"p": parts, "t": calls}, OPAQUE_BLOCKS, f"extra.{FMT}.{LAYOUT}")
+        blocks = parts + calls
+    else:
+        blocks = apply_layout(layout, {"p": parts, "t": calls}, OPAQUE_BLOCKS, f"extra.{FMT}.{LAYOUT}")
+        blocks = [
+            {k: v for k, v in b.items() if k in _OPAQUE_KEYS[b["type"]]} if b["type"] in _OPAQUE_KEYS else b
+            for b in blocks
+        ]
+    # Anthropic refuses empty text blocks ("content": "" next to tool calls): leave them out while
+    # something else remains.
+    kept = [b for b in blocks if not _empty_text(b)]
+    return kept if kept else blocks
+
+
+def _empty_text(block: Mapping[str, Any]) -> bool:
+    return block.get("type") == "text" and block.get("text") == ""
 
 
 def _tool_result(m: Message) -> dict[str, Any]:
     content: Any = m.content if isinstance(m.content, str) else each("content", m.content or (), _part)
-    block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": content}
-    emit(block, namespace(m.extra, FMT, ""), FMT, "")
+    if isinstance(content, list):
+        content = [b for b in content if not _empty_text(b)]
+    block = {"type": "tool_result", "tool_use_id": to_anthropic_id(m.tool_call_id or ""), "content": content}
+    emit(block, namespace(m.extra, FMT, ""), FMT, "", allowed=("cache_control", "is_error"))
     return block
 
 
 def _tool_use(call: ToolCall) -> dict[str, Any]:
     block = {
         "type": "tool_use",
-        "id": call.id,
+        "id": to_anthropic_id(call.id),
         "name": call.name,
         "input": arguments_object(call.arguments, "arguments"),
     }
-    emit(block, namespace(call.extra, FMT, ""), FMT, "")
+    emit(block, namespace(call.extra, FMT, ""), FMT, "", allowed=_CACHE)
     return block
 
 
@@ -211,9 +230,7 @@ def _part(part: Part) -> dict[str, Any]:
         fail("Anthropic does not accept audio input", "type")
     else:
         return _document(part, ns)
-    if "source" in block:
-        emit(block["source"], nested(ns, "source", FMT, ""), FMT, "source.")
-    emit(block, ns, FMT, "", handled=("source",))
+    emit(block, ns, FMT, "", handled=("source",), allowed=_CACHE)
     return block
 
 
@@ -236,9 +253,9 @@ def _document(part: FilePart, ns: Mapping[str, Any]) -> dict[str, Any]:
         fail("an image block holds a file_id and no filename", f"extra.{FMT}.type")
     if kind not in ("document", "image"):
         fail(f"must be 'document' or 'image' for a file part, got {kind!r}", f"extra.{FMT}.type")
-    emit(source, nested(ns, "source", FMT, ""), FMT, "source.")
     block: dict[str, Any] = {"type": kind, "source": source}
-    if part.filename is not None:
+    if part.filename is not None and kind == "document":
         block["title"] = part.filename
-    emit(block, ns, FMT, "", handled=("source", "type"))
+    allowed = ("cache_control", "citations", "context") if kind == "document" else _CACHE
+    emit(block, ns, FMT, "", handled=("source", "type"), allowed=allowed)
     return block

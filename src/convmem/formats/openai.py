@@ -1,9 +1,17 @@
 """OpenAI Chat Completions messages <-> :class:`~convmem.messages.Message`, losslessly.
 
-One Chat Completions message dict is one Message, so both directions are exact::
+One Chat Completions message dict is one Message::
 
-    to_openai(from_openai(d)) == d        # every valid dict d
+    to_openai(from_openai(d)) == d        # every valid *request* dict d
     from_openai(to_openai(m)) == m        # every Message m the format can express
+
+A reply's fields that a request does not take (``annotations``, an empty ``refusal``,
+``audio`` beyond its ``id``, unknown keys) are kept in ``extra["openai"]`` -- the
+stored message and its export keep them -- but never rendered: the request type
+refuses them. An assistant's non-empty ``refusal``, legacy ``function_call`` and
+audio ``id`` are sent (and counted). A tool result's images cannot ride in a Chat
+tool message: :func:`to_openai_messages` moves them into a user message after the
+results (:func:`moved_images`); :func:`to_openai` refuses such a message alone.
 
 Mapping:
 
@@ -35,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..errors import InvalidMessageError
 from ..messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
 from ._common import (
     batch,
@@ -45,7 +54,6 @@ from ._common import (
     listing,
     mapping,
     namespace,
-    nested,
     no_path,
     required_str,
     split_data_url,
@@ -213,36 +221,51 @@ def to_openai(message: Message) -> dict[str, Any]:
         out["tool_calls"] = each("tool_calls", message.tool_calls, _call_to)
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
-    emit(out, namespace(message.extra, FMT, ""), FMT, "")
+    ns = namespace(message.extra, FMT, "")  # checked for every role; only an assistant's is sent
+    if message.role == "assistant":
+        _assistant_extras(out, ns)
+    elif message.role == "tool" and isinstance(content, tuple) and any(isinstance(p, ImagePart) for p in content):
+        fail(
+            "a Chat tool message takes text only; render the list with to_openai_messages, which moves the "
+            "images into a user message after the results",
+            "content",
+        )
     return out
+
+
+def _assistant_extras(out: dict[str, Any], ns: Mapping[str, Any]) -> None:
+    """The request fields of an assistant message the model does not carry; response-only ones stay unsent."""
+    if ns:
+        emit(out, ns, FMT, "", allowed=("content",) if "content" not in out else ())
+        refusal = ns.get("refusal")
+        if isinstance(refusal, str) and refusal:  # an empty refusal is what every reply carries
+            out["refusal"] = refusal
+        call = ns.get("function_call")
+        if isinstance(call, Mapping) and isinstance(call.get("name"), str) and isinstance(call.get("arguments"), str):
+            out["function_call"] = {"name": call["name"], "arguments": call["arguments"]}
+        audio = ns.get("audio")
+        if isinstance(audio, Mapping) and isinstance(audio.get("id"), str):
+            out["audio"] = {"id": audio["id"]}  # a reply's audio data is never sent back, only its id
+    if out.get("content") is None and not ({"tool_calls", "function_call", "refusal"} & out.keys()):
+        out["content"] = ""  # the API requires content unless the message calls a function
 
 
 def _part_to(part: Part) -> dict[str, Any]:
     ns = namespace(part.extra, FMT, "")
-    out: dict[str, Any]
     if isinstance(part, TextPart):
         kind = ns.get("type", "text")
         if kind not in ("text", "refusal"):
             fail(f"must be 'text' or 'refusal' for a text part, got {kind!r}", f"extra.{FMT}.type")
-        out = {"type": kind, kind: part.text}
-        emit(out, ns, FMT, "", handled=("type",))
-        return out
+        return {"type": kind, kind: part.text}
     if isinstance(part, ImagePart):
         no_path(part.path, "OpenAI", "")
         url = part.url if part.url is not None else data_url(part.media_type, part.data or "", "")
         inner: dict[str, Any] = {"url": url}
         if part.detail is not None:
             inner["detail"] = part.detail
-        emit(inner, nested(ns, "image_url", FMT, ""), FMT, "image_url.")
-        out = {"type": "image_url", "image_url": inner}
-        emit(out, ns, FMT, "", handled=("image_url",))
-        return out
+        return {"type": "image_url", "image_url": inner}
     if isinstance(part, AudioPart):
-        audio = {"data": part.data, "format": part.format}
-        emit(audio, nested(ns, "input_audio", FMT, ""), FMT, "input_audio.")
-        out = {"type": "input_audio", "input_audio": audio}
-        emit(out, ns, FMT, "", handled=("input_audio",))
-        return out
+        return {"type": "input_audio", "input_audio": {"data": part.data, "format": part.format}}
     if part.url is not None:
         fail("OpenAI Chat Completions cannot reference a file by URL; use data or file_id", "url")
     file: dict[str, Any] = {}
@@ -254,21 +277,62 @@ def _part_to(part: Part) -> dict[str, Any]:
         file["file_id"] = part.file_id
     if part.filename is not None:
         file["filename"] = part.filename
-    emit(file, nested(ns, "file", FMT, ""), FMT, "file.")
-    out = {"type": "file", "file": file}
-    emit(out, ns, FMT, "", handled=("file",))
-    return out
+    return {"type": "file", "file": file}
 
 
 def _call_to(call: ToolCall) -> dict[str, Any]:
-    ns = namespace(call.extra, FMT, "")
-    fn = {"name": call.name, "arguments": call.arguments}
-    emit(fn, nested(ns, "function", FMT, ""), FMT, "function.")
-    out = {"id": call.id, "type": "function", "function": fn}
-    emit(out, ns, FMT, "", handled=("function",))
-    return out
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
 def to_openai_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Render Messages as a Chat Completions ``messages`` list; errors carry the index."""
-    return batch(messages, to_openai)
+    """Render Messages as a Chat Completions ``messages`` list; errors carry the index.
+
+    A Chat ``tool`` message takes text only, so the images of a tool result (an
+    Anthropic ``tool_result`` may hold them) travel in a user message right after
+    the results of the call (see :func:`moved_images`).
+    """
+    out: list[dict[str, Any]] = []
+    moved: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if moved and m.role != "tool":
+            out += moved
+            moved = []
+        try:
+            if m.role == "tool" and moved_images(m):
+                tool, images = _split_tool(m)
+                out.append(tool)
+                moved.append(images)
+            else:
+                out.append(to_openai(m))
+        except InvalidMessageError as exc:
+            raise exc.at(i) from None
+    return out + moved
+
+
+TOOL_IMAGE_NOTE = "[the image(s) of this result follow in the next user message]"
+
+
+def tool_image_label(call_id: str) -> str:
+    """The text in front of the images of the result of ``call_id`` in their user message."""
+    return f"[image(s) returned by tool call {call_id}]"
+
+
+def moved_images(message: Message) -> bool:
+    """True for a tool message whose images Chat Completions receives in a separate user message.
+
+    The tool message then holds its text parts (or :data:`TOOL_IMAGE_NOTE` when it has none), and
+    the user message :func:`tool_image_label` and the images: counters price both
+    (``convmem.formats.sent_extras``).
+    """
+    content = message.content
+    return message.role == "tool" and isinstance(content, tuple) and any(isinstance(p, ImagePart) for p in content)
+
+
+def _split_tool(m: Message) -> tuple[dict[str, Any], dict[str, Any]]:
+    parts = m.content if isinstance(m.content, tuple) else ()
+    texts = [p for p in parts if isinstance(p, TextPart)]
+    others = [p for p in parts if not isinstance(p, TextPart)]
+    content: Any = each("content", texts, _part_to) if texts else TOOL_IMAGE_NOTE
+    tool = {"role": "tool", "content": content, "tool_call_id": m.tool_call_id}
+    label = {"type": "text", "text": tool_image_label(m.tool_call_id or "")}
+    return tool, {"role": "user", "content": [label, *each("content", others, _part_to)]}

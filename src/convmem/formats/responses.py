@@ -37,6 +37,8 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -55,7 +57,6 @@ from ._common import (
     fail,
     mapping,
     namespace,
-    nested,
     no_path,
     required_str,
     split_data_url,
@@ -73,6 +74,7 @@ FMT = "responses"
 _ROLES = frozenset({"user", "system", "developer", "assistant"})
 _TEXT_TYPES = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
 _OPAQUE_ITEMS = frozenset({"reasoning"})
+_DETAILS = frozenset({"auto", "low", "high", "original"})
 
 
 def _text_type(role: str) -> str:
@@ -103,71 +105,116 @@ def to_responses(messages: Iterable[Message], *, drop_names: bool = False) -> li
     return out
 
 
+_REASONING_KEYS = frozenset({"type", "id", "summary", "content", "encrypted_content", "status"})
+_CALL_KEYS = ("id", "status")
+
+
 def _items(m: Message) -> list[dict[str, Any]]:
     ns = namespace(m.extra, FMT, "")
     if m.role == "tool":
         output: Any = m.content if isinstance(m.content, str) else each("content", m.content or (), _part)
         item = {"type": "function_call_output", "call_id": m.tool_call_id, "output": output}
-        emit(item, ns, FMT, "")
+        emit(item, ns, FMT, "", allowed=_CALL_KEYS)
         return [item]
     message: dict[str, Any] | None = None
-    if isinstance(m.content, str):
+    if m.role == "assistant":
+        message = _assistant(m, ns)
+    elif isinstance(m.content, str):
         message = {"role": m.role, "content": m.content}
+        emit(message, ns, FMT, "", allowed=("type",))  # both spellings of an easy message are valid
     elif m.content is not None:
-        kind = _text_type(m.role)
-        message = {"type": "message", "role": m.role, "content": each("content", m.content, partial(_part, kind=kind))}
+        message = {"type": "message", "role": m.role, "content": each("content", m.content, _part)}
+        emit(message, ns, FMT, "", allowed=())  # $absent: the easy spelling, without "type"
     calls = each("tool_calls", m.tool_calls, _call)
-    if message is not None:
-        emit(message, ns, FMT, "")
-    elif any(key != LAYOUT for key in ns):
-        fail("a message without content renders no message item to carry it", f"extra.{FMT}")
     layout = ns.get(LAYOUT)
     if layout is None:
         if message is None and not calls:
             fail("an assistant message needs content or tool calls in the Responses API", "content")
         return ([message] if message is not None else []) + calls
     slots = {"m": [message] if message is not None else [], "t": calls}
-    return apply_layout(layout, slots, _OPAQUE_ITEMS, f"extra.{FMT}.{LAYOUT}")
+    items = apply_layout(layout, slots, _OPAQUE_ITEMS, f"extra.{FMT}.{LAYOUT}")
+    return [{k: v for k, v in i.items() if k in _REASONING_KEYS} if i.get("type") == "reasoning" else i for i in items]
+
+
+def _assistant(m: Message, ns: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An assistant message as an input item: the easy form for plain text, else an output message.
+
+    Input messages (``input_text``) are for user, system and developer roles; assistant text is
+    an easy message with string content, or an output message (``output_text`` parts, with an
+    ``id``, a ``status`` and ``annotations``). The output message keeps the id the API gave
+    (reasoning items are matched to the items that follow them by id); one without an id gets a
+    stable id derived from its text. Annotations (citations) are kept in ``extra`` but sent as
+    ``[]``: they describe the reply, the model does not read them.
+    """
+    content = m.content
+    if content is None and not m.tool_calls and LAYOUT not in ns:
+        refusal = namespace(m.extra, "openai", "").get("refusal")  # a Chat refusal: sent as one here too
+        if isinstance(refusal, str) and refusal:
+            content = (TextPart(refusal, extra={FMT: {"type": "refusal"}}),)
+        else:
+            return {"role": "assistant", "content": ""}
+    if content is None or (not content and m.tool_calls):  # no empty message in front of the calls
+        return None
+    api_id = ns.get("id")
+    if isinstance(content, str) and not isinstance(api_id, str):
+        easy = {"role": "assistant", "content": content}
+        emit(easy, ns, FMT, "", allowed=("type",))
+        return easy
+    parts: tuple[Part, ...] = (TextPart(content),) if isinstance(content, str) else content
+    kinds = [namespace(p.extra, FMT, "").get("type") if isinstance(p, TextPart) else p.type for p in parts]
+    if not isinstance(api_id, str) and len(parts) == 1 and kinds[0] in (None, "output_text", "input_text"):
+        return {"role": "assistant", "content": content if isinstance(content, str) else parts[0].text}  # type: ignore[union-attr]
+    rendered = each("content", parts, _output_part)
+    if not isinstance(api_id, str):
+        digest = hashlib.sha256(json.dumps(rendered, sort_keys=True).encode()).hexdigest()[:32]
+        api_id = f"msg_{digest}"
+    status = ns.get("status")
+    status = status if status in ("in_progress", "completed", "incomplete") else "completed"
+    return {"type": "message", "id": api_id, "role": "assistant", "status": status, "content": rendered}
+
+
+def _output_part(part: Part) -> dict[str, Any]:
+    if not isinstance(part, TextPart):
+        fail(f"the Responses API takes no {part.type} part in an assistant message", "type")
+    kind = namespace(part.extra, FMT, "").get("type", "output_text")
+    if kind == "refusal":
+        return {"type": "refusal", "refusal": part.text}
+    return {"type": "output_text", "text": part.text, "annotations": []}
 
 
 def _call(call: ToolCall) -> dict[str, Any]:
     item = {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments}
-    emit(item, namespace(call.extra, FMT, ""), FMT, "")
+    emit(item, namespace(call.extra, FMT, ""), FMT, "", allowed=_CALL_KEYS)
     return item
 
 
-def _part(part: Part, kind: str = "input_text") -> dict[str, Any]:
+def _part(part: Part) -> dict[str, Any]:
     ns = namespace(part.extra, FMT, "")
     out: dict[str, Any]
     if isinstance(part, TextPart):
-        kind = ns.get("type", kind)
+        kind = ns.get("type", "input_text")
         if kind not in _TEXT_TYPES:
             fail(f"must be one of {sorted(_TEXT_TYPES)} for a text part, got {kind!r}", f"extra.{FMT}.type")
-        out = {"type": kind, _TEXT_TYPES[kind]: part.text}
-    elif isinstance(part, ImagePart):
+        return {"type": "input_text", "text": part.text}  # only assistant messages hold output text
+    if isinstance(part, ImagePart):
         no_path(part.path, "the Responses API", "")
         url = part.url if part.url is not None else data_url(part.media_type, part.data or "", "")
-        out = {"type": "input_image", "image_url": url}
-        if part.detail is not None:
-            out["detail"] = part.detail
-    elif isinstance(part, AudioPart):
-        audio = {"data": part.data, "format": part.format}
-        emit(audio, nested(ns, "input_audio", FMT, ""), FMT, "input_audio.")
-        out = {"type": "input_audio", "input_audio": audio}
-    elif ns.get("type") == "input_image":
+        return {"type": "input_image", "image_url": url, "detail": part.detail or "auto"}
+    if isinstance(part, AudioPart):
+        fail("the Responses API takes no audio in input messages", "type")
+    if ns.get("type") == "input_image":
         if part.file_id is None or part.data or part.url or part.filename or part.media_type:
             fail("an input_image file part holds only a file_id", f"extra.{FMT}.type")
-        out = {"type": "input_image", "file_id": part.file_id}
-    else:
-        out = {"type": "input_file"}
-        if part.data is not None:
-            out["file_data"] = part.data if part.media_type is None else data_url(part.media_type, part.data, "")
-        elif part.media_type is not None:
-            fail("is only rendered with base64 data", "media_type")
-        for key, value in (("file_id", part.file_id), ("file_url", part.url), ("filename", part.filename)):
-            if value is not None:
-                out[key] = value
-    emit(out, ns, FMT, "", handled=("type", "input_audio"))
+        detail = ns.get("detail")
+        return {"type": "input_image", "file_id": part.file_id, "detail": detail if detail in _DETAILS else "auto"}
+    out = {"type": "input_file"}
+    if part.data is not None:
+        out["file_data"] = part.data if part.media_type is None else data_url(part.media_type, part.data, "")
+    elif part.media_type is not None:
+        fail("is only rendered with base64 data", "media_type")
+    for key, value in (("file_id", part.file_id), ("file_url", part.url), ("filename", part.filename)):
+        if value is not None:
+            out[key] = value
     return out
 
 

@@ -257,19 +257,16 @@ def _flat_offset(units: Any, index: int) -> int:
     return sum(len(u.entries) for u in islice(units, 0, index))
 
 
-def _render(format: str, messages: list[Message]) -> tuple[list[dict[str, Any]], str | None]:
+def _render(format: str, messages: list[Message]) -> tuple[list[dict[str, Any]], str | list[dict[str, Any]] | None]:
     from ..formats import anthropic, openai, responses
 
     if format == "openai":
-        return [openai.to_openai(m) for m in messages], None
+        return openai.to_openai_messages(messages), None  # a tool result's images move to a user message
     if format == "anthropic":
-        request = anthropic.to_anthropic(messages)
-        system = request.system
-        if system is not None and not isinstance(system, str):
-            system = "\n\n".join(str(block.get("text", "")) for block in system)
-        return list(request.messages), system
+        request = anthropic.to_anthropic(messages, drop_names=True)  # a name is counted, never refused
+        return list(request.messages), request.system  # system blocks keep their cache_control
     if format == "responses":
-        return responses.to_responses(messages), None
+        return responses.to_responses(messages, drop_names=True), None
     raise ValueError(f"unknown format {format!r}; expected openai, anthropic or responses")
 
 

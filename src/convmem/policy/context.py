@@ -86,7 +86,8 @@ class Context(NamedTuple):
         messages: the rendered messages (OpenAI chat dicts, Anthropic messages
             or Responses input items). Treat them as read-only: convmem reuses
             rendered dicts between turns instead of building them anew.
-        system: the Anthropic ``system`` parameter (None for other formats).
+        system: the Anthropic ``system`` parameter: a string, or text blocks when any carries
+            ``cache_control`` or there are several system messages (None for other formats).
         account: tokens per part and the budget.
         left_out: what is not in the context, and why.
         truncated: irreducible messages that were cut to fit.
@@ -95,7 +96,7 @@ class Context(NamedTuple):
 
     format: str
     messages: list[dict[str, Any]]
-    system: str | None
+    system: str | list[dict[str, Any]] | None
     account: Account
     left_out: tuple[LeftOut, ...] = ()
     truncated: tuple[Truncation, ...] = ()

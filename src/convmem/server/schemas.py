@@ -189,7 +189,7 @@ class ContextOut(BaseModel):
     format: Format
     request: dict[str, Any] = Field(description="Keyword arguments for the provider SDK call.")
     messages: list[dict[str, Any]]
-    system: str | None
+    system: str | list[dict[str, Any]] | None
     account: AccountOut
     left_out: list[LeftOutOut]
     truncated: list[dict[str, Any]]

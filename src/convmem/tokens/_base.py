@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeAlias, TypeVar
 
+from ..formats import sent_extras
 from ..messages import ROLES, AudioPart, FilePart, ImagePart, Message, Part, TextPart
 
 __all__ = [
@@ -105,6 +106,7 @@ class BaseCounter:
             and message.name is None
             and message.tool_call_id is None
             and not message.tool_calls
+            and not message.extra
         ):
             return self._role_costs[message.role] + self.count_text(content)
         return self._count_full(message)
@@ -126,6 +128,9 @@ class BaseCounter:
             total += sum(count(c.name) + count(c.arguments) + self._tool_call_overhead for c in calls)
             if len(calls) > 1:
                 total += self._parallel_overhead
+        if message.extra or (message.role == "tool" and isinstance(content, tuple)):
+            texts, added = sent_extras(message)  # every field sent is counted: refusal, thinking, ...
+            total += sum(map(count, texts)) + added * self._role_costs["user"]
         return total
 
     def _count_part(self, part: Part) -> int:

@@ -46,7 +46,19 @@ def _openai(
 
 
 def _claude(name: str, ctx: int, out: int, inp: float, outp: float, cached: float | None, *aliases: str) -> ModelInfo:
-    return ModelInfo(name, "anthropic", None, ctx, out, inp, outp, cached, aliases=aliases)
+    # Cache writes (5-minute cache) bill at 1.25x the input price, cache reads at ``cached``.
+    return ModelInfo(
+        name,
+        "anthropic",
+        None,
+        ctx,
+        out,
+        inp,
+        outp,
+        cached,
+        aliases=aliases,
+        cache_write_price_per_mtok=round(inp * 1.25, 6),
+    )
 
 
 def _gemini(

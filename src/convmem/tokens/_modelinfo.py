@@ -23,6 +23,9 @@ class ModelInfo:
         output_price_per_mtok: list price in USD per million output tokens, or None.
         cached_input_price_per_mtok: price of cache-hit input tokens; None bills them at
             the input price.
+        cache_write_price_per_mtok: price of input tokens written to the prompt cache
+            (Anthropic: 1.25x the input price for the 5-minute cache); None bills them at the
+            input price (OpenAI caches for free).
         long_context_threshold: prompts longer than this many tokens are billed at the
             long-context prices (Gemini 1.5/2.5 Pro), or None.
         long_input_price_per_mtok: input price above the threshold.
@@ -45,3 +48,4 @@ class ModelInfo:
     long_output_price_per_mtok: float | None = None
     aliases: tuple[str, ...] = ()
     hf_tokenizer: str | None = None
+    cache_write_price_per_mtok: float | None = None

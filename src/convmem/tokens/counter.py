@@ -234,6 +234,7 @@ class TiktokenCounter(BaseCounter):
             and message.name is None
             and message.tool_call_id is None
             and not message.tool_calls
+            and not message.extra
         ):
             return self._role_costs[message.role] + len(self._encode(content))
         return self._count_full(message)

@@ -177,12 +177,15 @@ def cost(
     input_tokens: int,
     output_tokens: int,
     cached_input_tokens: int = 0,
+    cache_write_input_tokens: int = 0,
 ) -> float:
     """Return the list price in USD of one request.
 
     ``input_tokens`` counts *all* prompt tokens, cached ones included (as OpenAI's
     ``prompt_tokens`` and Gemini's ``promptTokenCount`` do; for Anthropic add
-    ``cache_read_input_tokens`` to ``input_tokens``). Cache writes, batch
+    ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` to ``input_tokens``).
+    Cache reads bill at ``cached_input_price_per_mtok``, cache writes at
+    ``cache_write_price_per_mtok`` (each the input price when None). Batch
     discounts and tool fees are not modelled. Prompts above
     ``long_context_threshold`` are billed entirely at the long-context prices.
 
@@ -191,6 +194,7 @@ def cost(
         input_tokens: prompt tokens, cached ones included.
         output_tokens: completion tokens, reasoning tokens included.
         cached_input_tokens: the part of ``input_tokens`` served from the prompt cache.
+        cache_write_input_tokens: the part of ``input_tokens`` written to the prompt cache.
 
     Raises:
         ValueError: a negative count, or more cached than input tokens.
@@ -198,20 +202,25 @@ def cost(
         UnknownModelError: ``model`` is a name the registry does not know.
     """
     info = lookup_model(model) if isinstance(model, str) else model
-    if min(input_tokens, output_tokens, cached_input_tokens) < 0:
+    if min(input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens) < 0:
         raise ValueError("token counts must not be negative")
-    if cached_input_tokens > input_tokens:
-        raise ValueError(f"cached_input_tokens ({cached_input_tokens}) exceeds input_tokens ({input_tokens})")
+    if cached_input_tokens + cache_write_input_tokens > input_tokens:
+        raise ValueError(
+            f"cached_input_tokens ({cached_input_tokens}) plus cache_write_input_tokens "
+            f"({cache_write_input_tokens}) exceeds input_tokens ({input_tokens})"
+        )
     price_in, price_out = info.input_price_per_mtok, info.output_price_per_mtok
     if price_in is None or price_out is None:
         raise ConfigurationError(
             f"{info.name} has no list price (each host prices it); pass a ModelInfo with your prices"
         )
     price_cached = info.cached_input_price_per_mtok if info.cached_input_price_per_mtok is not None else price_in
+    price_write = info.cache_write_price_per_mtok if info.cache_write_price_per_mtok is not None else price_in
     threshold = info.long_context_threshold
     if threshold is not None and input_tokens > threshold:
         scale = (info.long_input_price_per_mtok or price_in) / price_in if price_in else 1.0
-        price_in, price_cached = price_in * scale, price_cached * scale
+        price_in, price_cached, price_write = price_in * scale, price_cached * scale, price_write * scale
         price_out = info.long_output_price_per_mtok or price_out
-    fresh = input_tokens - cached_input_tokens
-    return (fresh * price_in + cached_input_tokens * price_cached + output_tokens * price_out) / 1_000_000
+    fresh = input_tokens - cached_input_tokens - cache_write_input_tokens
+    billed_in = fresh * price_in + cached_input_tokens * price_cached + cache_write_input_tokens * price_write
+    return (billed_in + output_tokens * price_out) / 1_000_000
