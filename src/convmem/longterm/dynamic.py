@@ -54,6 +54,10 @@ def _hit_line(hit: RecallHit) -> str:
 class FactsBlock:
     """The facts about the turn's user that hold now.
 
+    Its text changes only when facts change (the memory extracts them from what it evicts) or expire,
+    not with the input, so it belongs with the parts of the request that change rarely: by default a
+    system block right after the pinned messages, where a provider's prompt cache keeps serving it.
+
     Args:
         facts: a :class:`~convmem.longterm.factbook.Facts` (sync).
         name: the block's name.
@@ -63,6 +67,8 @@ class FactsBlock:
         position: ``"system"`` or ``"user"``.
         line: how one fact is written.
     """
+
+    per_turn = False
 
     def __init__(
         self,
@@ -91,6 +97,12 @@ class FactsBlock:
 class RecallBlock:
     """Archived messages of the turn's user relevant to the input, not already in the window.
 
+    Its text changes with every input, so by default it rides on the latest user message
+    (``position="user"``), after everything that stays the same from turn to turn: the request's
+    prefix (system, summary, window) is then reused by the provider's prompt cache, and recalled
+    text, which users wrote, never gains the system role. With ``position="system"`` it is a system
+    message after the summary, and the window behind it is sent anew every turn.
+
     The block is itemized: each hit is one line, ranked, and assembly drops the lowest-ranked
     lines first. It claims ``share`` of the budget (less the reserved output) ahead of the
     window: when the context is full, the oldest window units are left out to keep the best
@@ -104,11 +116,13 @@ class RecallBlock:
         mode: ``lexical``, ``dense`` or ``hybrid`` (default: the index's).
         sessions: ``"all"`` the user's sessions, or ``"current"`` only this one.
         max_tokens: the block's own cap.
-        position: ``"system"`` or ``"user"``.
+        position: ``"user"`` (default) or ``"system"``.
         line: how one hit is written.
         order: ``"time"`` (as said; easier to read) or ``"score"`` (best first).
         share: the share of the budget reserved for the block, in [0, 1).
     """
+
+    per_turn = True
 
     def __init__(
         self,
@@ -120,7 +134,7 @@ class RecallBlock:
         mode: Mode | None = None,
         sessions: str = "all",
         max_tokens: int | None = None,
-        position: Position = "system",
+        position: Position = "user",
         line: Callable[[RecallHit], str] = _hit_line,
         order: str = "time",
         share: float = DEFAULT_SHARE,
