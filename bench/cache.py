@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from _cachemodel import Biller, Prices, Request, Tokens, anthropic_request, openai_request
+from _locomo import LOCOMO
 from convmem import Memory
 from convmem.tokens import counter_for, lookup_model
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "examples" / "agent_session.jsonl"
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 RESERVE = 256
 SYSTEM = "You are a helpful assistant. Answer from the conversation and the memories you are given."
 
@@ -109,15 +109,20 @@ class Runner:
 
 
 class ConvmemRunner(Runner):
-    def __init__(self, budget: int, *, blocks: bool = False, **options: Any) -> None:
+    """convmem; ``blocks``: a facts block (20 facts) and a recall block (``recall`` its options) at their default
+    positions, fed by the memory's own sinks."""
+
+    def __init__(
+        self, budget: int, *, blocks: bool = False, recall: dict[str, Any] | None = None, **options: Any
+    ) -> None:
         sinks: list[Any] = []
         memory_blocks: list[Any] = []
         if blocks:
             from convmem import Facts, FactsBlock, RecallBlock, RecallIndex
 
-            recall, facts = RecallIndex(), Facts(extractor=SentenceFacts())
-            sinks = [recall, facts]
-            memory_blocks = [FactsBlock(facts, limit=20), RecallBlock(recall, k=5)]
+            index, facts = RecallIndex(), Facts(extractor=SentenceFacts())
+            sinks = [index, facts]
+            memory_blocks = [FactsBlock(facts, limit=20), RecallBlock(index, **(recall or {"k": 5}))]
         self.memory = Memory(
             "gpt-4o",
             max_tokens=budget,
@@ -227,6 +232,124 @@ class LangchainTrim(Runner):
         return _peer_requests(messages, self._count(kept))
 
 
+class LlamaIndexMemory(Runner):
+    """llama-index-core ``Memory`` with a ``VectorMemoryBlock`` (its defaults: flushes 3,000 tokens at a time once
+    the history passes 70% of ``token_limit``, top-2 retrieval, blocks inserted into the system message).
+    Embeddings are a hashed bag of words (offline, deterministic): where the block goes and when the
+    history is flushed decide what is reused, not how good the retrieval is."""
+
+    def __init__(self, budget: int) -> None:
+        import os
+
+        from evidence import tiktoken_cache
+
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", tiktoken_cache())
+        import tiktoken
+        from llama_index.core.memory import Memory as LlamaMemory
+        from llama_index.core.memory import VectorMemoryBlock
+
+        block = VectorMemoryBlock(
+            name="retrieved", vector_store=_exact_store(), embed_model=_hashed_embedder(), priority=1
+        )
+        encoding = tiktoken.get_encoding("o200k_base")
+        self.memory = LlamaMemory.from_defaults(
+            session_id="cache", token_limit=budget - RESERVE, tokenizer_fn=encoding.encode, memory_blocks=[block]
+        )
+        self.counter = counter_for("gpt-4o")
+        self.system: list[dict[str, Any]] = []
+
+    def add(self, step: Step) -> None:
+        from llama_index.core.base.llms.types import ChatMessage
+
+        for m in step:
+            if m["role"] == "system":
+                self.system.append(m)
+                continue
+            kwargs: dict[str, Any] = {}
+            if m.get("tool_calls"):
+                kwargs["tool_calls"] = m["tool_calls"]
+            if m.get("tool_call_id"):
+                kwargs["tool_call_id"] = m["tool_call_id"]
+            self.memory.put(ChatMessage(role=m["role"], content=m.get("content") or "", additional_kwargs=kwargs))
+
+    def request(self) -> tuple[Request, Request, int]:
+        from convmem.formats import as_message
+
+        messages: list[dict[str, Any]] = []
+        for m in self.memory.get():
+            text = "\n".join(b.text for b in m.blocks if hasattr(b, "text"))
+            out: dict[str, Any] = {"role": str(m.role.value), "content": text}
+            out.update({k: v for k, v in m.additional_kwargs.items() if k in ("tool_calls", "tool_call_id")})
+            if out["role"] == "assistant" and out.get("tool_calls") and not text:
+                out["content"] = None
+            messages.append(out)
+        # The pinned system prompt first, merged with the system message llama-index puts its block in.
+        if messages and messages[0]["role"] == "system" and self.system:
+            messages[0] = {"role": "system", "content": self.system[0]["content"] + "\n\n" + messages[0]["content"]}
+        else:
+            messages = self.system + messages
+        tokens = sum(self.counter.count_message(as_message(m)) for m in messages) + self.counter.reply_priming
+        return _peer_requests(messages, tokens)
+
+
+def _exact_store() -> Any:
+    """An exact in-process vector store that keeps the node text (what VectorMemoryBlock requires)."""
+    from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryResult
+    from pydantic import Field
+
+    class ExactStore(BasePydanticVectorStore):  # type: ignore[misc]
+        stores_text: bool = True
+        nodes: list[Any] = Field(default_factory=list)
+
+        @property
+        def client(self) -> Any:
+            return None
+
+        def add(self, nodes: Sequence[Any], **kwargs: Any) -> list[str]:
+            self.nodes.extend(nodes)
+            return [n.node_id for n in nodes]
+
+        def delete(self, ref_doc_id: str, **kwargs: Any) -> None:
+            self.nodes = [n for n in self.nodes if n.ref_doc_id != ref_doc_id]
+
+        def query(self, query: Any, **kwargs: Any) -> Any:
+            if not self.nodes:
+                return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+            q = query.query_embedding
+            scored = sorted(
+                ((sum(a * b for a, b in zip(n.embedding, q, strict=True)), i) for i, n in enumerate(self.nodes)),
+                key=lambda x: (-x[0], x[1]),
+            )[: query.similarity_top_k]
+            chosen = [self.nodes[i] for _, i in scored]
+            return VectorStoreQueryResult(
+                nodes=chosen, similarities=[x for x, _ in scored], ids=[n.node_id for n in chosen]
+            )
+
+    return ExactStore()
+
+
+def _hashed_embedder() -> Any:
+    import hashlib as _hashlib
+
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    class Hashed(BaseEmbedding):  # type: ignore[misc]
+        def _get_text_embedding(self, text: str) -> list[float]:
+            vector = [0.0] * 256
+            for word in re.findall(r"\w+", text.lower()):
+                vector[_hashlib.blake2b(word.encode(), digest_size=2).digest()[0]] += 1.0
+            norm = sum(x * x for x in vector) ** 0.5 or 1.0
+            return [x / norm for x in vector]
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return self._get_text_embedding(query)
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_text_embedding(query)
+
+    return Hashed()
+
+
 def _lc_message(m: Any) -> Any:
     from convmem.formats import as_message
 
@@ -263,10 +386,25 @@ def _peer_requests(messages: list[dict[str, Any]], tokens: int) -> tuple[Request
 
 CONFIGS: dict[str, Callable[[int], Runner]] = {
     "convmem token_budget": lambda b: ConvmemRunner(b),
-    "convmem token_budget + recall + facts blocks": lambda b: ConvmemRunner(b, blocks=True),
+    "convmem + recall(k=5) + facts blocks": lambda b: ConvmemRunner(b, blocks=True),
+    "convmem + recall(defaults) + facts blocks": lambda b: ConvmemRunner(b, blocks=True, recall={}),
     "convmem token_budget, low_watermark=1.0": lambda b: ConvmemRunner(b, strategy_options={"low_watermark": 1.0}),
     "naive sliding window (drop oldest)": NaiveWindow,
     "langchain-core trim_messages": LangchainTrim,
+    "llama-index Memory + VectorMemoryBlock": LlamaIndexMemory,
+}
+
+#: ``--sweep``: eviction settings, each with the blocks on (recall k=5 + facts) and off.
+SWEEP: dict[str, Callable[[int], Runner]] = {
+    **{
+        f"token_budget low_watermark={w}{' + blocks' if blocks else ''}": (
+            lambda b, w=w, blocks=blocks: ConvmemRunner(b, blocks=blocks, strategy_options={"low_watermark": w})
+        )
+        for blocks in (False, True)
+        for w in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    },
+    "summary_buffer (extractive) + blocks": lambda b: ConvmemRunner(b, blocks=True, strategy="summary_buffer"),
+    "summary_buffer (extractive)": lambda b: ConvmemRunner(b, strategy="summary_buffer"),
 }
 
 
@@ -333,6 +471,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--workloads", default="agent,locomo")
     parser.add_argument("--configs", default=None, help="comma-separated substrings of configuration names")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--sweep", action="store_true", help="eviction settings instead of the peers")
     args = parser.parse_args(argv)
     if not LOCOMO.exists() and "locomo" in args.workloads:
         sys.exit(f"LoCoMo data not found at {LOCOMO}")
@@ -345,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for workload in args.workloads.split(","):
         steps = WORKLOADS[workload]()
         for budget in (int(b) for b in args.budgets.split(",")):
-            for name, config in CONFIGS.items():
+            for name, config in (SWEEP if args.sweep else CONFIGS).items():
                 if args.configs and not any(c in name for c in args.configs.split(",")):
                     continue
                 result = run(config, steps, budget, price, tokens)
@@ -354,6 +493,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"{workload:<7} {budget:>6} | {name[:46]:<46} | {result.fill:>5.0%} | {result.reuse:>5.0%} | "
                     f"{result.openai_usd * 1000:>17.2f} | {result.anthropic_usd * 1000:>20.2f} | {result.over_budget}"
                 )
+            sys.stdout.flush()
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 
