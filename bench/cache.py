@@ -30,6 +30,7 @@ from _cachemodel import Biller, Prices, Request, Tokens, anthropic_request, open
 from _locomo import LOCOMO
 from convmem import Memory
 from convmem.tokens import counter_for, lookup_model
+from evidence import needles, questions, request_text
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "examples" / "agent_session.jsonl"
@@ -59,8 +60,13 @@ def agent_steps() -> list[Step]:
     return steps
 
 
+def _locomo_sample() -> dict[str, Any]:
+    sample: dict[str, Any] = json.loads(LOCOMO.read_text())[0]
+    return sample
+
+
 def locomo_steps() -> list[Step]:
-    sample = json.loads(LOCOMO.read_text())[0]
+    sample = _locomo_sample()
     conversation = sample["conversation"]
     speaker_a = conversation["speaker_a"]
     keys = sorted((k for k in conversation if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
@@ -107,6 +113,10 @@ class Runner:
         """(OpenAI layout, Anthropic layout with breakpoints, tokens as convmem counts them)."""
         raise NotImplementedError
 
+    def ask(self, question: str) -> str:
+        """The text of the request this memory would send for ``question`` (changes nothing)."""
+        raise NotImplementedError
+
 
 class ConvmemRunner(Runner):
     """convmem; ``blocks``: a facts block (20 facts) and a recall block (``recall`` its options) at their default
@@ -122,7 +132,10 @@ class ConvmemRunner(Runner):
 
             index, facts = RecallIndex(), Facts(extractor=SentenceFacts())
             sinks = [index, facts]
-            memory_blocks = [FactsBlock(facts, limit=20), RecallBlock(index, **(recall or {"k": 5}))]
+            memory_blocks = [
+                FactsBlock(facts, limit=20),
+                RecallBlock(index, **({"k": 5} if recall is None else recall)),
+            ]
         self.memory = Memory(
             "gpt-4o",
             max_tokens=budget,
@@ -134,6 +147,9 @@ class ConvmemRunner(Runner):
 
     def add(self, step: Step) -> None:
         self.memory.add_many(step)
+
+    def ask(self, question: str) -> str:
+        return request_text(self.memory.context(question).messages)
 
     def request(self) -> tuple[Request, Request, int]:
         openai = self.memory.context()
@@ -182,6 +198,9 @@ class NaiveWindow(Runner):
             while self.history and self.history[0][0]["role"] == "tool":
                 self.history.pop(0)
 
+    def ask(self, question: str) -> str:
+        return request_text([m for m, _ in self.system + self.history]) + "\n" + question
+
     def request(self) -> tuple[Request, Request, int]:
         messages = [m for m, _ in self.system + self.history]
         return _peer_requests(messages, sum(t for _, t in self.system + self.history) + self.counter.reply_priming)
@@ -218,6 +237,19 @@ class LangchainTrim(Runner):
 
     def _count(self, messages: Sequence[Any]) -> int:
         return sum(self.counter.count_message(_lc_message(m)) for m in messages) + self.counter.reply_priming
+
+    def ask(self, question: str) -> str:
+        from langchain_core.messages import HumanMessage
+
+        kept = self.trim(
+            [*self.history, HumanMessage(question)],
+            max_tokens=self.budget,
+            token_counter=self._count,
+            strategy="last",
+            start_on="human",
+            include_system=True,
+        )
+        return request_text([_lc_dict(m) for m in kept])
 
     def request(self) -> tuple[Request, Request, int]:
         kept = self.trim(
@@ -271,6 +303,11 @@ class LlamaIndexMemory(Runner):
             if m.get("tool_call_id"):
                 kwargs["tool_call_id"] = m["tool_call_id"]
             self.memory.put(ChatMessage(role=m["role"], content=m.get("content") or "", additional_kwargs=kwargs))
+
+    def ask(self, question: str) -> str:
+        got = self.memory.get(input=question)
+        texts = ["\n".join(b.text for b in m.blocks if hasattr(b, "text")) for m in got]
+        return "\n".join([*(m["content"] for m in self.system), *texts, question])
 
     def request(self) -> tuple[Request, Request, int]:
         from convmem.formats import as_message
@@ -419,9 +456,17 @@ class Result:
     openai_usd: float
     anthropic_usd: float
     over_budget: int
+    evidence: float | None = None  # LoCoMo: mean share of each question's evidence turns in the final request
 
 
-def run(config: Callable[[int], Runner], steps: list[Step], budget: int, prices: Prices, tokens: Tokens) -> Result:
+def run(
+    config: Callable[[int], Runner],
+    steps: list[Step],
+    budget: int,
+    prices: Prices,
+    tokens: Tokens,
+    sample: dict[str, Any] | None = None,
+) -> Result:
     runner = config(budget)
     biller = Biller(tokens, prices)
     counter = counter_for("gpt-4o")
@@ -440,6 +485,14 @@ def run(config: Callable[[int], Runner], steps: list[Step], budget: int, prices:
     if not full:
         raise SystemExit(f"the workload never fills a {budget}-token budget")
     total = sum(b.tokens for b, _ in full)
+    evidence = None
+    if sample is not None:
+        texts = {dia: f"{text}" for dia, text in needles(sample).items()}
+        shares = []
+        for question, gold in questions(sample):
+            text = runner.ask(question)
+            shares.append(sum(1 for d in gold if d in texts and texts[d] in text) / len(gold))
+        evidence = sum(shares) / len(shares)
     return Result(
         turns=len(full),
         fill=sum(c for _, c in full) / len(full) / (budget - RESERVE),
@@ -447,6 +500,7 @@ def run(config: Callable[[int], Runner], steps: list[Step], budget: int, prices:
         openai_usd=sum(b.openai_usd for b, _ in full) / len(full),
         anthropic_usd=sum(b.anthropic_usd for b, _ in full) / len(full),
         over_budget=over,
+        evidence=evidence,
     )
 
 
@@ -472,6 +526,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--configs", default=None, help="comma-separated substrings of configuration names")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--sweep", action="store_true", help="eviction settings instead of the peers")
+    parser.add_argument("--evidence", action="store_true", help="LoCoMo: evidence of each question in the request")
     args = parser.parse_args(argv)
     if not LOCOMO.exists() and "locomo" in args.workloads:
         sys.exit(f"LoCoMo data not found at {LOCOMO}")
@@ -479,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = []
     print(
         f"{'workload':<7} {'budget':>6} | {'configuration':<46} | {'fill':>5} | {'reuse':>5} | "
-        f"{'OpenAI $/1k turns':>17} | {'Anthropic $/1k turns':>20} | over"
+        f"{'OpenAI $/1k turns':>17} | {'Anthropic $/1k turns':>20} | over | evidence"
     )
     for workload in args.workloads.split(","):
         steps = WORKLOADS[workload]()
@@ -487,11 +542,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             for name, config in (SWEEP if args.sweep else CONFIGS).items():
                 if args.configs and not any(c in name for c in args.configs.split(",")):
                     continue
-                result = run(config, steps, budget, price, tokens)
+                sample = _locomo_sample() if workload == "locomo" and args.evidence else None
+                result = run(config, steps, budget, price, tokens, sample)
                 rows.append({"workload": workload, "budget": budget, "config": name, **vars(result)})
                 print(
                     f"{workload:<7} {budget:>6} | {name[:46]:<46} | {result.fill:>5.0%} | {result.reuse:>5.0%} | "
-                    f"{result.openai_usd * 1000:>17.2f} | {result.anthropic_usd * 1000:>20.2f} | {result.over_budget}"
+                    f"{result.openai_usd * 1000:>17.2f} | {result.anthropic_usd * 1000:>20.2f} | "
+                    f"{result.over_budget:>4} | {'-' if result.evidence is None else f'{result.evidence:.0%}'}"
                 )
             sys.stdout.flush()
     if args.json:

@@ -20,7 +20,7 @@ from .formats.openai import to_openai
 from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
 from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
-from .policy.blockfit import block_room, block_texts
+from .policy.blockfit import PER_TURN_LOW_WATERMARK, any_per_turn, block_room, block_texts
 from .policy.context import Context, LeftOut, evicted_account
 from .policy.prefix import Layout
 from .policy.strategies import Plan, Strategy, make_strategy
@@ -106,6 +106,8 @@ class MemoryCore:
             raise ConfigurationError(
                 f"budget {self.budget} leaves no room after reserving {self.reserve} output tokens"
             )
+        if strategy == "token_budget" and "low_watermark" not in strategy_options and any_per_turn(blocks):
+            strategy_options = {**strategy_options, "low_watermark": PER_TURN_LOW_WATERMARK}
         self.strategy: Strategy = make_strategy(strategy, **strategy_options) if isinstance(strategy, str) else strategy
         self.on_overflow: Overflow = on_overflow
         input_budget = self.budget - self.reserve

@@ -40,6 +40,8 @@ __all__ = ["DEFAULT_K", "DEFAULT_SHARE", "FactsBlock", "RecallBlock"]
 #: (``bench/evidence.py``, evidence turns reaching the request on LoCoMo at 4k and 8k tokens).
 DEFAULT_K = 20
 DEFAULT_SHARE = 0.2
+#: The facts block's claim on the budget (see ``FactsBlock``): about 20 one-line facts at a 4k budget.
+DEFAULT_FACTS_SHARE = 0.1
 
 
 def _fact_line(fact: Fact) -> str:
@@ -66,6 +68,9 @@ class FactsBlock:
         max_tokens: the block's own cap.
         position: ``"system"`` or ``"user"``.
         line: how one fact is written.
+        share: the share of the budget (less the reserved output) the block claims, in [0, 1): eviction
+            keeps it free of the window, and the block is cut to it (the oldest facts first), so that it
+            neither squeezes the window nor changes size with it from turn to turn.
     """
 
     per_turn = False
@@ -80,18 +85,25 @@ class FactsBlock:
         max_tokens: int | None = None,
         position: Position = "system",
         line: Callable[[Fact], str] = _fact_line,
+        share: float = DEFAULT_FACTS_SHARE,
     ) -> None:
         check_block(name, priority, max_tokens, position)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share < 1.0:
+            raise ConvmemError(f"share must be a number in [0, 1), got {share!r}")
         self.facts, self.name, self.priority, self.limit = facts, name, priority, limit
-        self.max_tokens, self.position, self.line = max_tokens, position, line
+        self.max_tokens, self.position, self.line, self.share = max_tokens, position, line, float(share)
 
     def render(self, query: str | None) -> str:
         return self.render_turn(Turn(query))
 
     def render_turn(self, turn: Turn) -> str:
+        return "\n".join(text for text, _ in self.render_items(turn))
+
+    def render_items(self, turn: Turn) -> list[tuple[str, int]]:
+        """The facts' lines, oldest first, ranked newest first (cuts drop the oldest facts)."""
         now = turn.now or datetime.now(timezone.utc)
         valid = self.facts.facts(user_id=turn.user_id, valid_at=now)[-self.limit :]
-        return "\n".join(self.line(f) for f in valid)
+        return [(self.line(f), len(valid) - i) for i, f in enumerate(valid)]
 
 
 class RecallBlock:

@@ -174,6 +174,8 @@ class AccountOut(BaseModel):
     free: int
     exact: bool
     counter: str
+    reused: int = Field(description="Prefix tokens shared with the previous context of one memory object (0 here).")
+    breakpoints: list[int] = Field(description="Token offsets where the stable parts of the context end.")
 
 
 class LeftOutOut(BaseModel):
@@ -189,7 +191,7 @@ class ContextOut(BaseModel):
     format: Format
     request: dict[str, Any] = Field(description="Keyword arguments for the provider SDK call.")
     messages: list[dict[str, Any]]
-    system: str | None
+    system: str | list[dict[str, Any]] | None
     account: AccountOut
     left_out: list[LeftOutOut]
     truncated: list[dict[str, Any]]
