@@ -225,18 +225,6 @@ def assemble(
         newest_messages = [e.message for e in units[stop - 1].entries] if stop > start else []
         input_messages = [m for m, _ in inputs]
 
-    account = Account(
-        budget=budget,
-        reserved_output=reserve,
-        pinned=pinned_tokens,
-        summary=summary_tokens,
-        blocks=block_tokens(counter, kept_blocks, placed.tokens),
-        window=window_tokens,
-        input=input_tokens,
-        overhead=overhead,
-        exact=counter.exact,
-        counter=counter.name,
-    )
     window_range = (units[start].first_seq, units[stop - 1].last_seq) if stop > start else None
     head = [*pinned_messages, *(m for m in (placed.stable, summary and summary.message, placed.turn) if m)]
     carrier = placed.carrier
@@ -255,12 +243,25 @@ def assemble(
         n_window=n_window,
         after=after,
         inputs=[(m, t) for m, (_, t) in zip(input_messages, inputs, strict=True)],
-        request_end=account.total - overhead,
+        request_end=pinned_tokens + summary_tokens + placed.tokens + window_tokens + input_tokens,
     )
     shared = reused(previous.get(format) if previous is not None else None, layout, window_tokens, after)
     if previous is not None:
         previous[format] = layout
-    account = account._replace(reused=shared, breakpoints=stable.offsets)
+    account = Account(
+        budget,
+        reserve,
+        pinned_tokens,
+        summary_tokens,
+        block_tokens(counter, kept_blocks, placed.tokens),
+        window_tokens,
+        input_tokens,
+        overhead,
+        counter.exact,
+        counter.name,
+        shared,
+        stable.offsets,
+    )
 
     if format == "openai" and render_openai is not None and not truncations:
         messages = [_cached(e, render_openai) for e in window.pinned] if window.pinned else []

@@ -59,10 +59,7 @@ class Stable(NamedTuple):
     """
 
     marks: tuple[tuple[int, int], ...]
-
-    @property
-    def offsets(self) -> tuple[int, ...]:
-        return tuple(sorted({offset for offset, _ in self.marks}))
+    offsets: tuple[int, ...]  # the marks' offsets, ascending
 
     @property
     def indexes(self) -> tuple[int, ...]:
@@ -133,7 +130,7 @@ def stable_marks(
         if index >= 0 and offset > 0 and index not in seen:
             seen.add(index)
             out.append((offset, index))
-    return Stable(tuple(out))
+    return Stable(tuple(out), tuple(sorted({offset for offset, _ in out})))
 
 
 class WindowTail:
