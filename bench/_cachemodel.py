@@ -13,9 +13,10 @@ requests share a prefix up to the first differing token.
 * **Anthropic** caches at ``cache_control`` breakpoints: a request reads the
   longest prefix ending at one of its breakpoints that an earlier request
   wrote (10% of the input price), writes the rest up to its last breakpoint
-  (125%), and pays the full price after it. Prefixes under 1,024 tokens are
-  not cached. The 20-block lookback and the 5-minute lifetime are not
-  modelled (a replay sends every request within seconds).
+  (125%), and pays the full price after it. A breakpoint also reads a prefix
+  written earlier that ends at one of the 20 content blocks before it (the
+  API's lookback). Prefixes under 1,024 tokens are not cached. The 5-minute
+  lifetime is not modelled (a replay sends every request within seconds).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from convmem.tokens import counter_for
 
 OPENAI_MIN, OPENAI_STEP = 1024, 128
 ANTHROPIC_MIN = 1024
+LOOKBACK = 20  # content blocks a breakpoint looks back over for an earlier write
 
 
 class Tokens:
@@ -71,15 +73,19 @@ def _text(content: Any) -> str:
 
 @dataclass
 class Request:
-    """A request as segments of text; ``breaks`` holds the indexes of segments that end at a breakpoint."""
+    """A request as segments of text; ``breaks`` holds the indexes of segments that end at a breakpoint,
+    ``blocks`` those that end a content block (where the lookback looks)."""
 
     segments: list[str] = field(default_factory=list)
     breaks: set[int] = field(default_factory=set)
+    blocks: set[int] = field(default_factory=set)
 
-    def add(self, text: str, breakpoint: bool = False) -> None:
+    def add(self, text: str, breakpoint: bool = False, block: bool = False) -> None:
         self.segments.append(text)
         if breakpoint:
             self.breaks.add(len(self.segments) - 1)
+        if block or breakpoint:
+            self.blocks.add(len(self.segments) - 1)
 
 
 def openai_request(messages: Sequence[Mapping[str, Any]]) -> Request:
@@ -104,22 +110,23 @@ def anthropic_request(system: Any, messages: Sequence[Mapping[str, Any]], *, las
     """
     request = Request()
     if isinstance(system, str):
-        request.add(system, last_breakpoint)
+        request.add(system, last_breakpoint, block=True)
     elif system:
         for index, block in enumerate(system):
             at_end = last_breakpoint and index == len(system) - 1
-            request.add(_text([block]), bool(block.get("cache_control")) or at_end)
+            request.add(_text([block]), bool(block.get("cache_control")) or at_end, block=True)
     for m in messages:
         request.add(f"<|start|>{m.get('role')}\n")
         content = m.get("content")
         if isinstance(content, str):
-            request.add(content)
+            request.add(content, block=True)
         else:
             for block in content or ():
-                request.add(_text([block]), bool(block.get("cache_control")))
+                request.add(_text([block]), bool(block.get("cache_control")), block=True)
         request.add("<|end|>")
     if last_breakpoint and request.segments:
-        request.breaks.add(len(request.segments) - 1)
+        last_block = max(request.blocks, default=len(request.segments) - 1)
+        request.breaks.add(last_block)
     return request
 
 
@@ -154,31 +161,47 @@ class Biller:
         self.previous: tuple[int, ...] = ()
         self.written: set[bytes] = set()
 
-    def _ids(self, request: Request) -> tuple[tuple[int, ...], list[int]]:
+    def _ids(self, request: Request) -> tuple[int, ...]:
         ids: list[int] = []
-        ends = []
-        for index, text in enumerate(request.segments):
+        for text in request.segments:
             ids.extend(self.tokens.of(text))
-            if index in request.breaks:
-                ends.append(len(ids))
-        return tuple(ids), ends
+        return tuple(ids)
+
+    def _boundaries(self, request: Request) -> list[tuple[int, int, bytes, bool]]:
+        """(segment index, tokens so far, digest of the prefix, is a breakpoint) at every block end."""
+        out = []
+        digest = hashlib.blake2b(digest_size=16)
+        tokens = 0
+        for index, text in enumerate(request.segments):
+            ids = self.tokens.of(text)
+            tokens += len(ids)
+            digest.update(array("I", ids).tobytes())
+            if index in request.blocks:
+                out.append((index, tokens, digest.copy().digest(), index in request.breaks))
+        return out
 
     def bill(self, openai: Request, anthropic: Request) -> Bill:
-        ids, _ = self._ids(openai)
+        ids = self._ids(openai)
         shared = _common_prefix(self.previous, ids)
         self.previous = ids
         cached = 0 if shared < OPENAI_MIN else OPENAI_MIN + (shared - OPENAI_MIN) // OPENAI_STEP * OPENAI_STEP
         p = self.prices
         openai_usd = ((len(ids) - cached) * p.openai_input + cached * p.openai_cached) / 1e6
-        a_ids, ends = self._ids(anthropic)
-        ends = [e for e in ends if e >= ANTHROPIC_MIN]
-        raw = array("I", a_ids).tobytes()
-        digests = {e: hashlib.blake2b(raw[: 4 * e], digest_size=16).digest() for e in ends}
-        read = max((e for e in ends if digests[e] in self.written), default=0)
-        last = max(ends, default=0)
+        bounds = self._boundaries(anthropic)
+        total = bounds[-1][1] if bounds else 0
+        total = max(total, len(self._ids(anthropic)))
+        read = 0
+        for k, (_, _, _, is_break) in enumerate(bounds):
+            if not is_break:
+                continue
+            for _, tokens, digest, _ in bounds[max(0, k - LOOKBACK) : k + 1]:
+                if tokens >= ANTHROPIC_MIN and tokens > read and digest in self.written:
+                    read = tokens
+        breaks = [(tokens, digest) for _, tokens, digest, is_break in bounds if is_break and tokens >= ANTHROPIC_MIN]
+        last = max((tokens for tokens, _ in breaks), default=0)
         written = max(0, last - read)
-        self.written.update(digests.values())
-        full = len(a_ids) - read - written
+        self.written.update(digest for _, digest in breaks)
+        full = total - read - written
         anthropic_usd = (read * p.anthropic_read + written * p.anthropic_write + full * p.anthropic_input) / 1e6
         return Bill(len(ids), shared, cached, openai_usd, read, written, anthropic_usd)
 

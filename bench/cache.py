@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from _cachemodel import Biller, Prices, Request, Tokens, anthropic_request, openai_request
+from _locomo import LOCOMO
 from convmem import Memory
 from convmem.tokens import counter_for, lookup_model
+from evidence import needles, questions, request_text
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "examples" / "agent_session.jsonl"
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 RESERVE = 256
 SYSTEM = "You are a helpful assistant. Answer from the conversation and the memories you are given."
 
@@ -59,8 +60,13 @@ def agent_steps() -> list[Step]:
     return steps
 
 
+def _locomo_sample() -> dict[str, Any]:
+    sample: dict[str, Any] = json.loads(LOCOMO.read_text())[0]
+    return sample
+
+
 def locomo_steps() -> list[Step]:
-    sample = json.loads(LOCOMO.read_text())[0]
+    sample = _locomo_sample()
     conversation = sample["conversation"]
     speaker_a = conversation["speaker_a"]
     keys = sorted((k for k in conversation if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
@@ -107,17 +113,29 @@ class Runner:
         """(OpenAI layout, Anthropic layout with breakpoints, tokens as convmem counts them)."""
         raise NotImplementedError
 
+    def ask(self, question: str) -> str:
+        """The text of the request this memory would send for ``question`` (changes nothing)."""
+        raise NotImplementedError
+
 
 class ConvmemRunner(Runner):
-    def __init__(self, budget: int, *, blocks: bool = False, **options: Any) -> None:
+    """convmem; ``blocks``: a facts block (20 facts) and a recall block (``recall`` its options) at their default
+    positions, fed by the memory's own sinks."""
+
+    def __init__(
+        self, budget: int, *, blocks: bool = False, recall: dict[str, Any] | None = None, **options: Any
+    ) -> None:
         sinks: list[Any] = []
         memory_blocks: list[Any] = []
         if blocks:
             from convmem import Facts, FactsBlock, RecallBlock, RecallIndex
 
-            recall, facts = RecallIndex(), Facts(extractor=SentenceFacts())
-            sinks = [recall, facts]
-            memory_blocks = [FactsBlock(facts, limit=20), RecallBlock(recall, k=5)]
+            index, facts = RecallIndex(), Facts(extractor=SentenceFacts())
+            sinks = [index, facts]
+            memory_blocks = [
+                FactsBlock(facts, limit=20),
+                RecallBlock(index, **({"k": 5} if recall is None else recall)),
+            ]
         self.memory = Memory(
             "gpt-4o",
             max_tokens=budget,
@@ -129,6 +147,9 @@ class ConvmemRunner(Runner):
 
     def add(self, step: Step) -> None:
         self.memory.add_many(step)
+
+    def ask(self, question: str) -> str:
+        return request_text(self.memory.context(question).messages)
 
     def request(self) -> tuple[Request, Request, int]:
         openai = self.memory.context()
@@ -177,6 +198,9 @@ class NaiveWindow(Runner):
             while self.history and self.history[0][0]["role"] == "tool":
                 self.history.pop(0)
 
+    def ask(self, question: str) -> str:
+        return request_text([m for m, _ in self.system + self.history]) + "\n" + question
+
     def request(self) -> tuple[Request, Request, int]:
         messages = [m for m, _ in self.system + self.history]
         return _peer_requests(messages, sum(t for _, t in self.system + self.history) + self.counter.reply_priming)
@@ -214,6 +238,19 @@ class LangchainTrim(Runner):
     def _count(self, messages: Sequence[Any]) -> int:
         return sum(self.counter.count_message(_lc_message(m)) for m in messages) + self.counter.reply_priming
 
+    def ask(self, question: str) -> str:
+        from langchain_core.messages import HumanMessage
+
+        kept = self.trim(
+            [*self.history, HumanMessage(question)],
+            max_tokens=self.budget,
+            token_counter=self._count,
+            strategy="last",
+            start_on="human",
+            include_system=True,
+        )
+        return request_text([_lc_dict(m) for m in kept])
+
     def request(self) -> tuple[Request, Request, int]:
         kept = self.trim(
             self.history,
@@ -225,6 +262,129 @@ class LangchainTrim(Runner):
         )
         messages = [_lc_dict(m) for m in kept]
         return _peer_requests(messages, self._count(kept))
+
+
+class LlamaIndexMemory(Runner):
+    """llama-index-core ``Memory`` with a ``VectorMemoryBlock`` (its defaults: flushes 3,000 tokens at a time once
+    the history passes 70% of ``token_limit``, top-2 retrieval, blocks inserted into the system message).
+    Embeddings are a hashed bag of words (offline, deterministic): where the block goes and when the
+    history is flushed decide what is reused, not how good the retrieval is."""
+
+    def __init__(self, budget: int) -> None:
+        import os
+
+        from evidence import tiktoken_cache
+
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", tiktoken_cache())
+        import tiktoken
+        from llama_index.core.memory import Memory as LlamaMemory
+        from llama_index.core.memory import VectorMemoryBlock
+
+        block = VectorMemoryBlock(
+            name="retrieved", vector_store=_exact_store(), embed_model=_hashed_embedder(), priority=1
+        )
+        encoding = tiktoken.get_encoding("o200k_base")
+        self.memory = LlamaMemory.from_defaults(
+            session_id="cache", token_limit=budget - RESERVE, tokenizer_fn=encoding.encode, memory_blocks=[block]
+        )
+        self.counter = counter_for("gpt-4o")
+        self.system: list[dict[str, Any]] = []
+
+    def add(self, step: Step) -> None:
+        from llama_index.core.base.llms.types import ChatMessage
+
+        for m in step:
+            if m["role"] == "system":
+                self.system.append(m)
+                continue
+            kwargs: dict[str, Any] = {}
+            if m.get("tool_calls"):
+                kwargs["tool_calls"] = m["tool_calls"]
+            if m.get("tool_call_id"):
+                kwargs["tool_call_id"] = m["tool_call_id"]
+            self.memory.put(ChatMessage(role=m["role"], content=m.get("content") or "", additional_kwargs=kwargs))
+
+    def ask(self, question: str) -> str:
+        got = self.memory.get(input=question)
+        texts = ["\n".join(b.text for b in m.blocks if hasattr(b, "text")) for m in got]
+        return "\n".join([*(m["content"] for m in self.system), *texts, question])
+
+    def request(self) -> tuple[Request, Request, int]:
+        from convmem.formats import as_message
+
+        messages: list[dict[str, Any]] = []
+        for m in self.memory.get():
+            text = "\n".join(b.text for b in m.blocks if hasattr(b, "text"))
+            out: dict[str, Any] = {"role": str(m.role.value), "content": text}
+            out.update({k: v for k, v in m.additional_kwargs.items() if k in ("tool_calls", "tool_call_id")})
+            if out["role"] == "assistant" and out.get("tool_calls") and not text:
+                out["content"] = None
+            messages.append(out)
+        # The pinned system prompt first, merged with the system message llama-index puts its block in.
+        if messages and messages[0]["role"] == "system" and self.system:
+            messages[0] = {"role": "system", "content": self.system[0]["content"] + "\n\n" + messages[0]["content"]}
+        else:
+            messages = self.system + messages
+        tokens = sum(self.counter.count_message(as_message(m)) for m in messages) + self.counter.reply_priming
+        return _peer_requests(messages, tokens)
+
+
+def _exact_store() -> Any:
+    """An exact in-process vector store that keeps the node text (what VectorMemoryBlock requires)."""
+    from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryResult
+    from pydantic import Field
+
+    class ExactStore(BasePydanticVectorStore):  # type: ignore[misc]
+        stores_text: bool = True
+        nodes: list[Any] = Field(default_factory=list)
+
+        @property
+        def client(self) -> Any:
+            return None
+
+        def add(self, nodes: Sequence[Any], **kwargs: Any) -> list[str]:
+            self.nodes.extend(nodes)
+            return [n.node_id for n in nodes]
+
+        def delete(self, ref_doc_id: str, **kwargs: Any) -> None:
+            self.nodes = [n for n in self.nodes if n.ref_doc_id != ref_doc_id]
+
+        def query(self, query: Any, **kwargs: Any) -> Any:
+            if not self.nodes:
+                return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+            q = query.query_embedding
+            scored = sorted(
+                ((sum(a * b for a, b in zip(n.embedding, q, strict=True)), i) for i, n in enumerate(self.nodes)),
+                key=lambda x: (-x[0], x[1]),
+            )[: query.similarity_top_k]
+            chosen = [self.nodes[i] for _, i in scored]
+            return VectorStoreQueryResult(
+                nodes=chosen, similarities=[x for x, _ in scored], ids=[n.node_id for n in chosen]
+            )
+
+    return ExactStore()
+
+
+def _hashed_embedder() -> Any:
+    import hashlib as _hashlib
+
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    class Hashed(BaseEmbedding):  # type: ignore[misc]
+        def _get_text_embedding(self, text: str) -> list[float]:
+            vector = [0.0] * 256
+            for word in re.findall(r"\w+", text.lower()):
+                vector[_hashlib.blake2b(word.encode(), digest_size=2).digest()[0]] += 1.0
+            norm = sum(x * x for x in vector) ** 0.5 or 1.0
+            return [x / norm for x in vector]
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return self._get_text_embedding(query)
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_text_embedding(query)
+
+    return Hashed()
 
 
 def _lc_message(m: Any) -> Any:
@@ -263,10 +423,25 @@ def _peer_requests(messages: list[dict[str, Any]], tokens: int) -> tuple[Request
 
 CONFIGS: dict[str, Callable[[int], Runner]] = {
     "convmem token_budget": lambda b: ConvmemRunner(b),
-    "convmem token_budget + recall + facts blocks": lambda b: ConvmemRunner(b, blocks=True),
+    "convmem + recall(k=5) + facts blocks": lambda b: ConvmemRunner(b, blocks=True),
+    "convmem + recall(defaults) + facts blocks": lambda b: ConvmemRunner(b, blocks=True, recall={}),
     "convmem token_budget, low_watermark=1.0": lambda b: ConvmemRunner(b, strategy_options={"low_watermark": 1.0}),
     "naive sliding window (drop oldest)": NaiveWindow,
     "langchain-core trim_messages": LangchainTrim,
+    "llama-index Memory + VectorMemoryBlock": LlamaIndexMemory,
+}
+
+#: ``--sweep``: eviction settings, each with the blocks on (recall k=5 + facts) and off.
+SWEEP: dict[str, Callable[[int], Runner]] = {
+    **{
+        f"token_budget low_watermark={w}{' + blocks' if blocks else ''}": (
+            lambda b, w=w, blocks=blocks: ConvmemRunner(b, blocks=blocks, strategy_options={"low_watermark": w})
+        )
+        for blocks in (False, True)
+        for w in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    },
+    "summary_buffer (extractive) + blocks": lambda b: ConvmemRunner(b, blocks=True, strategy="summary_buffer"),
+    "summary_buffer (extractive)": lambda b: ConvmemRunner(b, strategy="summary_buffer"),
 }
 
 
@@ -281,9 +456,17 @@ class Result:
     openai_usd: float
     anthropic_usd: float
     over_budget: int
+    evidence: float | None = None  # LoCoMo: mean share of each question's evidence turns in the final request
 
 
-def run(config: Callable[[int], Runner], steps: list[Step], budget: int, prices: Prices, tokens: Tokens) -> Result:
+def run(
+    config: Callable[[int], Runner],
+    steps: list[Step],
+    budget: int,
+    prices: Prices,
+    tokens: Tokens,
+    sample: dict[str, Any] | None = None,
+) -> Result:
     runner = config(budget)
     biller = Biller(tokens, prices)
     counter = counter_for("gpt-4o")
@@ -302,6 +485,14 @@ def run(config: Callable[[int], Runner], steps: list[Step], budget: int, prices:
     if not full:
         raise SystemExit(f"the workload never fills a {budget}-token budget")
     total = sum(b.tokens for b, _ in full)
+    evidence = None
+    if sample is not None:
+        texts = {dia: f"{text}" for dia, text in needles(sample).items()}
+        shares = []
+        for question, gold in questions(sample):
+            text = runner.ask(question)
+            shares.append(sum(1 for d in gold if d in texts and texts[d] in text) / len(gold))
+        evidence = sum(shares) / len(shares)
     return Result(
         turns=len(full),
         fill=sum(c for _, c in full) / len(full) / (budget - RESERVE),
@@ -309,6 +500,7 @@ def run(config: Callable[[int], Runner], steps: list[Step], budget: int, prices:
         openai_usd=sum(b.openai_usd for b, _ in full) / len(full),
         anthropic_usd=sum(b.anthropic_usd for b, _ in full) / len(full),
         over_budget=over,
+        evidence=evidence,
     )
 
 
@@ -333,6 +525,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--workloads", default="agent,locomo")
     parser.add_argument("--configs", default=None, help="comma-separated substrings of configuration names")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--sweep", action="store_true", help="eviction settings instead of the peers")
+    parser.add_argument("--evidence", action="store_true", help="LoCoMo: evidence of each question in the request")
     args = parser.parse_args(argv)
     if not LOCOMO.exists() and "locomo" in args.workloads:
         sys.exit(f"LoCoMo data not found at {LOCOMO}")
@@ -340,20 +534,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = []
     print(
         f"{'workload':<7} {'budget':>6} | {'configuration':<46} | {'fill':>5} | {'reuse':>5} | "
-        f"{'OpenAI $/1k turns':>17} | {'Anthropic $/1k turns':>20} | over"
+        f"{'OpenAI $/1k turns':>17} | {'Anthropic $/1k turns':>20} | over | evidence"
     )
     for workload in args.workloads.split(","):
         steps = WORKLOADS[workload]()
         for budget in (int(b) for b in args.budgets.split(",")):
-            for name, config in CONFIGS.items():
+            for name, config in (SWEEP if args.sweep else CONFIGS).items():
                 if args.configs and not any(c in name for c in args.configs.split(",")):
                     continue
-                result = run(config, steps, budget, price, tokens)
+                sample = _locomo_sample() if workload == "locomo" and args.evidence else None
+                result = run(config, steps, budget, price, tokens, sample)
                 rows.append({"workload": workload, "budget": budget, "config": name, **vars(result)})
                 print(
                     f"{workload:<7} {budget:>6} | {name[:46]:<46} | {result.fill:>5.0%} | {result.reuse:>5.0%} | "
-                    f"{result.openai_usd * 1000:>17.2f} | {result.anthropic_usd * 1000:>20.2f} | {result.over_budget}"
+                    f"{result.openai_usd * 1000:>17.2f} | {result.anthropic_usd * 1000:>20.2f} | "
+                    f"{result.over_budget:>4} | {'-' if result.evidence is None else f'{result.evidence:.0%}'}"
                 )
+            sys.stdout.flush()
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

@@ -174,7 +174,7 @@ def test_an_anthropic_response_object_keeps_only_role_and_content() -> None:
         stop_reason="end_turn",
         usage=_AnthropicUsage(input_tokens=5, output_tokens=3),
     )
-    memory = Memory("claude-sonnet-4-5", format="anthropic")
+    memory = Memory("claude-sonnet-4-5", format="anthropic", cache_breakpoints=False)  # the shape, not the marks
     memory.add({"role": "user", "content": "hello"})
     memory.add(reply)
     assert memory.context().messages[1] == {"role": "assistant", "content": [{"type": "text", "text": "Hi there"}]}

@@ -21,8 +21,9 @@ from .limits import Limits, check_limits
 from .longterm.blocks import Block, CallableBlock, Turn
 from .messages import Message
 from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
-from .policy.blockfit import block_texts
+from .policy.blockfit import PER_TURN_LOW_WATERMARK, any_per_turn, block_room, block_texts
 from .policy.context import Context, LeftOut, evicted_account
+from .policy.prefix import Layout
 from .policy.strategies import Plan, Strategy, make_strategy
 from .policy.truncate import truncate_text
 from .policy.units import Entry, Unit, Window
@@ -91,6 +92,8 @@ class MemoryCore:
             raise ConfigurationError(
                 f"budget {self.budget} leaves no room after reserving {self.reserve} output tokens"
             )
+        if strategy == "token_budget" and "low_watermark" not in strategy_options and any_per_turn(blocks):
+            strategy_options = {**strategy_options, "low_watermark": PER_TURN_LOW_WATERMARK}
         try:  # options of the wrong name or type (e.g. from a stored config) are a ConfigurationError
             self.strategy: Strategy = (
                 make_strategy(strategy, **strategy_options) if isinstance(strategy, str) else strategy
@@ -102,6 +105,9 @@ class MemoryCore:
         self.summary_max_tokens = summary_max_tokens or max(64, min(2000, input_budget // 10))
         self.blocks: list[Block] = list(blocks)
         self.block_template = block_template or default_block_template
+        self.block_room = block_room(self.blocks, input_budget)
+        self.cache_breakpoints = True
+        self.previous: dict[str, Layout] = {}  # the layout of the last context built in each format
         if pinned_context is not None:
             self.blocks.insert(0, CallableBlock("pinned_context", pinned_context, priority=0))
         self.window = Window()
@@ -170,8 +176,10 @@ class MemoryCore:
 
     # -- eviction ----------------------------------------------------------------------------
     def limit(self) -> int:
+        """The budget less the reserve, pinned, summary and the blocks' claim (``blockfit.block_room``)."""
         summary = self.summary.tokens if self.summary is not None else 0
-        return max(1, self.budget - self.reserve - self.counter.reply_priming - self.window.pinned_tokens - summary)
+        fixed = self.reserve + self.counter.reply_priming + self.window.pinned_tokens + summary
+        return max(1, self.budget - fixed - self.block_room)
 
     def plan(self) -> Plan:
         return self.strategy.plan(self.window, self.limit())
@@ -272,7 +280,8 @@ class MemoryCore:
         self.window.check_batch(messages)
         return [(m, self.counter.count_message(m)) for m in messages]
 
-    def context(self, inputs: list[tuple[Message, int]], format: str, blocks: list[BlockText]) -> Context:
+    def context(self, inputs: list[Any], format: str, blocks: list[BlockText], *, track: bool = False) -> Context:
+        """Assemble a context; with ``track``, measure its prefix against the last tracked one (and keep it)."""
         if self._calibrated:
             self.sync_counts()
         return assemble(
@@ -289,6 +298,8 @@ class MemoryCore:
             evicted=self.evicted(),
             # A tool result with images renders as two Chat messages: no per-message cache then.
             render_openai=to_openai if None not in self.window.rendered else None,
+            previous=self.previous if track else None,
+            cache_breakpoints=self.cache_breakpoints,
         )
 
     def evicted(self) -> list[LeftOut]:

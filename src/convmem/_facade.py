@@ -60,6 +60,7 @@ class MemoryBase:
         sinks: Sequence[Any] = (),
         format: str = "openai",
         limits: Limits | None = None,
+        cache_breakpoints: bool = True,
     ) -> None:
         _check_options(format, strategy, strategy_options, max_tokens, max_output_tokens, summary_max_tokens)
         if limits is not None and not isinstance(limits, Limits):
@@ -89,6 +90,7 @@ class MemoryBase:
             block_template=block_template,
             limits=limits,
         )
+        self._core.cache_breakpoints = bool(cache_breakpoints)
         if default_summarizer is not None:
             default_summarizer.bind(self._core.counter.count_text)
         self._core.counts[CONFIG_KEY] = _config(
@@ -153,10 +155,10 @@ class MemoryBase:
         core = self._core
         inputs = core.inputs(input) if input is not None else []
         if not core.blocks:
-            return self._noted(core.context(inputs, format or self.format, []))
+            return self._noted(core.context(inputs, format or self.format, [], track=True))
         query = inputs[-1][0].text if inputs else _last_user_text(core)
         turn = Turn(query, self.session_id, self.user_id, core.window_start, datetime.now(timezone.utc))
-        return self._noted(core.context(inputs, format or self.format, core.block_texts(query, turn)))
+        return self._noted(core.context(inputs, format or self.format, core.block_texts(query, turn), track=True))
 
     def _noted(self, context: Context) -> Context:
         """Keep the context's warnings in the stats, and what a calibrated counter predicted for it."""

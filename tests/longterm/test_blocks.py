@@ -156,9 +156,11 @@ def test_user_position_goes_into_the_latest_user_message() -> None:
     assert memory.messages()[-1].content == "third"  # the stored message is untouched
     anthropic = memory.context(format="anthropic")
     validate_anthropic(anthropic.system, anthropic.messages)
-    memory.add({"role": "assistant", "content": "done"})  # no user target: falls back to the system message
+    memory.add({"role": "assistant", "content": "done"})  # the latest user message keeps them
     ctx = memory.context()
-    assert "remember X" in ctx.messages[0]["content"]
+    assert [m["role"] for m in ctx.messages[-2:]] == ["user", "assistant"]
+    assert ctx.messages[-2]["content"][0]["text"].startswith("<notes>")
+    assert "remember X" not in str([m for m in ctx.messages if m["role"] == "system"])
     assert ctx.tokens == total(ctx.messages)
 
 

@@ -141,7 +141,10 @@ def test_context_input_and_formats(api: Api) -> None:
     sid = session(api, model="gpt-4o")
     add(api, sid, {"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"})
     anthropic = post(api, f"/v1/sessions/{sid}/context{A}", {"input": "and now?", "format": "anthropic"}).json()
-    assert anthropic["request"]["system"] == "be brief"
+    # The system prompt ends a stable part: it carries an Anthropic cache breakpoint.
+    assert anthropic["request"]["system"] == [
+        {"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}
+    ]
     assert "and now?" in json.dumps(anthropic["request"]["messages"][-1])  # consecutive user turns merge
     assert anthropic["account"]["input"] > 0
     responses = post(api, f"/v1/sessions/{sid}/context{A}", {"format": "responses"}).json()

@@ -152,6 +152,8 @@ class ClientCore:
             a["overhead"],
             a["exact"],
             a["counter"],
+            a.get("reused", 0),
+            tuple(a.get("breakpoints", ())),
         )
         return Context(
             body["format"],

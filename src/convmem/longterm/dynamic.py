@@ -40,6 +40,8 @@ __all__ = ["DEFAULT_K", "DEFAULT_SHARE", "FactsBlock", "RecallBlock"]
 #: (``bench/evidence.py``, evidence turns reaching the request on LoCoMo at 4k and 8k tokens).
 DEFAULT_K = 20
 DEFAULT_SHARE = 0.2
+#: The facts block's claim on the budget (see ``FactsBlock``): about 20 one-line facts at a 4k budget.
+DEFAULT_FACTS_SHARE = 0.1
 
 
 def _fact_line(fact: Fact) -> str:
@@ -54,6 +56,10 @@ def _hit_line(hit: RecallHit) -> str:
 class FactsBlock:
     """The facts about the turn's user that hold now.
 
+    Its text changes only when facts change (the memory extracts them from what it evicts) or expire,
+    not with the input, so it belongs with the parts of the request that change rarely: by default a
+    system block right after the pinned messages, where a provider's prompt cache keeps serving it.
+
     Args:
         facts: a :class:`~convmem.longterm.factbook.Facts` (sync).
         name: the block's name.
@@ -62,7 +68,12 @@ class FactsBlock:
         max_tokens: the block's own cap.
         position: ``"system"`` or ``"user"``.
         line: how one fact is written.
+        share: the share of the budget (less the reserved output) the block claims, in [0, 1): eviction
+            keeps it free of the window, and the block is cut to it (the oldest facts first), so that it
+            neither squeezes the window nor changes size with it from turn to turn.
     """
+
+    per_turn = False
 
     def __init__(
         self,
@@ -74,22 +85,35 @@ class FactsBlock:
         max_tokens: int | None = None,
         position: Position = "system",
         line: Callable[[Fact], str] = _fact_line,
+        share: float = DEFAULT_FACTS_SHARE,
     ) -> None:
         check_block(name, priority, max_tokens, position)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share < 1.0:
+            raise ConvmemError(f"share must be a number in [0, 1), got {share!r}")
         self.facts, self.name, self.priority, self.limit = facts, name, priority, limit
-        self.max_tokens, self.position, self.line = max_tokens, position, line
+        self.max_tokens, self.position, self.line, self.share = max_tokens, position, line, float(share)
 
     def render(self, query: str | None) -> str:
         return self.render_turn(Turn(query))
 
     def render_turn(self, turn: Turn) -> str:
+        return "\n".join(text for text, _ in self.render_items(turn))
+
+    def render_items(self, turn: Turn) -> list[tuple[str, int]]:
+        """The facts' lines, oldest first, ranked newest first (cuts drop the oldest facts)."""
         now = turn.now or datetime.now(timezone.utc)
         valid = self.facts.facts(user_id=turn.user_id, valid_at=now)[-self.limit :]
-        return "\n".join(self.line(f) for f in valid)
+        return [(self.line(f), len(valid) - i) for i, f in enumerate(valid)]
 
 
 class RecallBlock:
     """Archived messages of the turn's user relevant to the input, not already in the window.
+
+    Its text changes with every input, so by default it rides on the latest user message
+    (``position="user"``), after everything that stays the same from turn to turn: the request's
+    prefix (system, summary, window) is then reused by the provider's prompt cache, and recalled
+    text, which users wrote, never gains the system role. With ``position="system"`` it is a system
+    message after the summary, and the window behind it is sent anew every turn.
 
     The block is itemized: each hit is one line, ranked, and assembly drops the lowest-ranked
     lines first. It claims ``share`` of the budget (less the reserved output) ahead of the
@@ -104,11 +128,13 @@ class RecallBlock:
         mode: ``lexical``, ``dense`` or ``hybrid`` (default: the index's).
         sessions: ``"all"`` the user's sessions, or ``"current"`` only this one.
         max_tokens: the block's own cap.
-        position: ``"system"`` or ``"user"``.
+        position: ``"user"`` (default) or ``"system"``.
         line: how one hit is written.
         order: ``"time"`` (as said; easier to read) or ``"score"`` (best first).
         share: the share of the budget reserved for the block, in [0, 1).
     """
+
+    per_turn = True
 
     def __init__(
         self,
@@ -120,7 +146,7 @@ class RecallBlock:
         mode: Mode | None = None,
         sessions: str = "all",
         max_tokens: int | None = None,
-        position: Position = "system",
+        position: Position = "user",
         line: Callable[[RecallHit], str] = _hit_line,
         order: str = "time",
         share: float = DEFAULT_SHARE,

@@ -18,8 +18,17 @@ irreducible texts with a visible marker. The total, counted by the model's own
 counter with its per-message overhead, plus the reserved output, never
 exceeds the budget.
 
-In the common case (everything fits, no dynamic blocks) assembly is O(1) in
-Python plus a C-level copy of the window's cached OpenAI dicts.
+The order is chosen for providers' prompt caches, which bill a repeated
+request prefix at a discount: pinned messages, then what changes rarely (the
+stable system blocks, the running summary: they change at eviction), then the
+window (append-only between evictions), and last what changes every turn: the
+per-turn blocks, next to the newest user message (see
+:mod:`convmem.policy.blockfit`). The account reports the prefix shared with
+the previous context and where the stable parts end (:mod:`convmem.policy.prefix`).
+
+In the common case (everything fits) assembly is O(1) in Python plus a C-level
+copy of the window's cached OpenAI dicts, and O(the current tool loop) for the
+user blocks and the prefix measure.
 """
 
 from __future__ import annotations
@@ -34,16 +43,17 @@ from ..messages import Message
 from ..tokens import TokenCounter
 from .blockfit import (
     BlockText,
+    Placed,
     block_tokens,
     default_block_template,
+    find_carrier,
     merge_cuts,
-    render_blocks,
+    place_blocks,
     shrink_blocks,
-    user_blocks_text,
-    user_target,
     with_prefix,
 )
 from .context import Account, Context, LeftOut, Truncation
+from .prefix import Layout, WindowTail, describe, reused
 from .truncate import truncate_message
 from .units import Unit, Window
 
@@ -90,8 +100,15 @@ def assemble(
     evicted: Sequence[LeftOut] = (),
     template: Callable[[Sequence[BlockText]], str] = default_block_template,
     render_openai: Callable[[Message], dict[str, Any]] | None = None,
+    previous: dict[str, Layout] | None = None,
+    cache_breakpoints: bool = True,
 ) -> Context:
-    """Build the context for the next request. See the module docstring for the order of sacrifice."""
+    """Build the context for the next request. See the module docstring for the order of sacrifice.
+
+    ``previous`` holds the layout of the last context built in each format: the account's ``reused``
+    is measured against it, and this context's layout replaces it. ``cache_breakpoints`` places
+    Anthropic ``cache_control`` marks where the stable parts end.
+    """
     overhead = counter.reply_priming
     if format == "anthropic":
         overhead += _placeholder_tokens(counter)
@@ -117,11 +134,11 @@ def assemble(
     input_tokens = sum(tokens for _, tokens in inputs) if inputs else 0
     summary_tokens = summary.tokens if summary is not None else 0
     kept_blocks = [b for b in blocks if b.text]
-    target = user_target(inputs, units, stop, kept_blocks) if kept_blocks else None
-    blocks_message, augmented, blocks_tokens = render_blocks(counter, kept_blocks, template, target)
+    target = find_carrier(inputs, units, 0, stop) if any(b.position == "user" for b in kept_blocks) else None
+    placed = place_blocks(counter, kept_blocks, template, target)
 
     start = 0
-    total = window.pinned_tokens + summary_tokens + blocks_tokens + window_tokens + input_tokens
+    total = window.pinned_tokens + summary_tokens + placed.tokens + window_tokens + input_tokens
     if total > available:
         cuts: list[LeftOut] = []
         # Blocks give up what lies beyond their reserves, then the oldest window units go, then the reserves.
@@ -130,15 +147,21 @@ def assemble(
             # its edges), so shrink again until the rendered total fits or only priority-0 blocks are left.
             for _ in range(4):
                 kept_blocks, _ = shrink_blocks(counter, kept_blocks, total - available, cuts, keep_reserve=keep_reserve)
-                blocks_message, augmented, new_blocks_tokens = render_blocks(counter, kept_blocks, template, target)
-                total += new_blocks_tokens - blocks_tokens
-                unchanged, blocks_tokens = new_blocks_tokens == blocks_tokens, new_blocks_tokens
+                new = place_blocks(counter, kept_blocks, template, target)
+                total += new.tokens - placed.tokens
+                unchanged, placed = new.tokens == placed.tokens, new
                 if total <= available or unchanged or not any(b.priority > 0 for b in kept_blocks):
                     break
             if total > available and start == 0:
                 start, dropped_tokens = _drop_oldest(units, stop, total - available, left_out)
                 window_tokens -= dropped_tokens
                 total -= dropped_tokens
+                if target is not None and target[0] is not None and target[1] < start:
+                    # The user message the blocks rode on was left out: they go at the end, as their own message.
+                    target = find_carrier(inputs, units, start, stop)
+                    new = place_blocks(counter, kept_blocks, template, target)
+                    total += new.tokens - placed.tokens
+                    placed = new
             if total <= available:
                 break
         left_out.extend(merge_cuts(cuts))
@@ -154,6 +177,12 @@ def assemble(
     truncations: list[Truncation] = []
     pinned_tokens = window.pinned_tokens
     if total > available:
+        if target is not None and target[0] is not None and target[1] < stop - 1:
+            # Only the newest unit is irreducible: blocks riding on an older user message go at the end.
+            target = find_carrier(inputs, units, stop - 1, stop)
+            new = place_blocks(counter, kept_blocks, template, target)
+            total += new.tokens - placed.tokens
+            placed = new
         pinned = [_Sized(e.message, e.tokens, e.seq) for e in window.pinned]
         newest = [_Sized(e.message, e.tokens, e.seq) for e in units[stop - 1].entries] if stop > start else []
         sized_inputs = [_Sized(m, t, None) for m, t in inputs]
@@ -196,51 +225,79 @@ def assemble(
         newest_messages = [e.message for e in units[stop - 1].entries] if stop > start else []
         input_messages = [m for m, _ in inputs]
 
-    truncated_seqs = {t.seq for t in truncations}
-    in_window = False
-    if augmented is not None and target is not None:
-        # The user blocks ride on a copy of the target; the stored message is never changed.
-        user_text = user_blocks_text(kept_blocks, template)
-        if target[0] == "input":
-            input_messages[target[1]] = with_prefix(input_messages[target[1]], user_text)
-        elif newest_messages:
-            newest_messages[-1] = with_prefix(newest_messages[-1], user_text)
-            in_window = True
-    system_extra: list[Message] = []
-    if summary is not None:
-        system_extra.append(summary.message)
-    if blocks_message is not None:
-        system_extra.append(blocks_message)
-
-    account = Account(
-        budget=budget,
-        reserved_output=reserve,
-        pinned=pinned_tokens,
-        summary=summary_tokens,
-        blocks=block_tokens(counter, kept_blocks, blocks_tokens),
-        window=window_tokens,
-        input=input_tokens,
-        overhead=overhead,
-        exact=counter.exact,
-        counter=counter.name,
-    )
     window_range = (units[start].first_seq, units[stop - 1].last_seq) if stop > start else None
-    if format == "openai" and render_openai is not None and not truncated_seqs and not in_window:
+    head = [*pinned_messages, *(m for m in (placed.stable, summary and summary.message, placed.turn) if m)]
+    carrier = placed.carrier
+    in_window = carrier is not None and carrier.seq is not None
+    after = WindowTail(units, start, stop, carrier.where if carrier is not None and in_window else None)
+    n_window = len(window.rendered) - (len(pending.entries) if pending is not None else 0) - _flat_offset(units, start)
+    layout, stable = describe(
+        pinned=((len(pinned_messages), window.pinned[-1].seq if window.pinned else None), pinned_tokens)
+        if not truncations
+        else (object(), pinned_tokens),
+        pinned_count=len(pinned_messages),
+        placed=placed,
+        summary=((summary.first_seq, summary.last_seq, summary.text) if summary else None, summary_tokens),
+        window_range=window_range if not truncations else None,
+        window_tokens=window_tokens,
+        n_window=n_window,
+        after=after,
+        inputs=[(m, t) for m, (_, t) in zip(input_messages, inputs, strict=True)],
+        request_end=pinned_tokens + summary_tokens + placed.tokens + window_tokens + input_tokens,
+    )
+    shared = reused(previous.get(format) if previous is not None else None, layout, window_tokens, after)
+    if previous is not None:
+        previous[format] = layout
+    account = Account(
+        budget,
+        reserve,
+        pinned_tokens,
+        summary_tokens,
+        block_tokens(counter, kept_blocks, placed.tokens),
+        window_tokens,
+        input_tokens,
+        overhead,
+        counter.exact,
+        counter.name,
+        shared,
+        stable.offsets,
+    )
+
+    if format == "openai" and render_openai is not None and not truncations:
         messages = [_cached(e, render_openai) for e in window.pinned] if window.pinned else []
-        if system_extra:
-            messages += [render_openai(m) for m in system_extra]
+        messages += [render_openai(m) for m in head[len(pinned_messages) :]]
+        offset = len(messages)
         end = len(window.rendered) - (len(pending.entries) if pending is not None else 0)
-        messages += islice(window.rendered, _flat_offset(units, start), end)  # type: ignore[arg-type]
+        messages += islice(window.rendered, end - n_window, end)  # type: ignore[arg-type]
+        if carrier is not None and in_window:
+            messages[offset + n_window - after.entries_after_carrier - 1] = render_openai(carrier.augmented)
         if input_messages:
-            messages += [render_openai(m) for m in input_messages]
+            messages += [render_openai(m) for m in _with_carrier(input_messages, placed)]
+        if placed.trailing is not None:
+            messages.append(render_openai(placed.trailing))
         return Context("openai", messages, None, account, tuple(left_out), (), window_range, tuple(warnings))
 
-    body = [m for u in islice(units, start, max(start, stop - 1)) for m in u.messages]
-    ordered = pinned_messages + system_extra + body + newest_messages + input_messages
-    rendered, system = _render(format, ordered)
+    body = [m for u in islice(units, start, max(start, stop - 1)) for m in u.messages] + newest_messages
+    if in_window:
+        position = len(body) - after.entries_after_carrier - 1
+        body[position] = with_prefix(body[position], placed.user_text or "")
+    ordered = head + body + _with_carrier(input_messages, placed)
+    if placed.trailing is not None:
+        ordered.append(placed.trailing)
+    marks = stable.indexes if format == "anthropic" and cache_breakpoints else ()
+    rendered, system = _render(format, ordered, marks)
     return Context(
         format, rendered, system, account, tuple(left_out), tuple(truncations), window_range, tuple(warnings)
     )
+
+
+def _with_carrier(inputs: list[Message], placed: Placed) -> list[Message]:
+    carrier = placed.carrier
+    if carrier is None or carrier.seq is not None:
+        return inputs
+    out = list(inputs)
+    out[carrier.where] = with_prefix(out[carrier.where], placed.user_text or "")
+    return out
 
 
 def _cached(entry: Any, render: Callable[[Message], dict[str, Any]]) -> dict[str, Any]:
@@ -257,14 +314,19 @@ def _flat_offset(units: Any, index: int) -> int:
     return sum(len(u.entries) for u in islice(units, 0, index))
 
 
-def _render(format: str, messages: list[Message]) -> tuple[list[dict[str, Any]], str | list[dict[str, Any]] | None]:
-    from ..formats import anthropic, openai, responses
+def _render(
+    format: str, messages: list[Message], marks: Sequence[int] = ()
+) -> tuple[list[dict[str, Any]], str | list[dict[str, Any]] | None]:
+    from ..formats import openai, responses
 
     if format == "openai":
         return openai.to_openai_messages(messages), None  # a tool result's images move to a user message
     if format == "anthropic":
-        request = anthropic.to_anthropic(messages, drop_names=True)  # a name is counted, never refused
-        return list(request.messages), request.system  # system blocks keep their cache_control
+        from ..formats import _breakpoints
+
+        # A name is counted, never refused; system blocks keep their cache_control.
+        request = _breakpoints.render(messages, marks, drop_names=True)
+        return list(request.messages), request.system
     if format == "responses":
         return responses.to_responses(messages, drop_names=True), None
     raise ValueError(f"unknown format {format!r}; expected openai, anthropic or responses")

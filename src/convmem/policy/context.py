@@ -54,7 +54,14 @@ class Truncation(NamedTuple):
 
 
 class Account(NamedTuple):
-    """Tokens per part of the context, as the model's counter counts them."""
+    """Tokens per part of the context, as the model's counter counts them.
+
+    ``reused`` is the tokens at the start of this context identical to the previous context this
+    memory object built in the same format (0 for its first): the part a provider's prompt cache
+    can serve. ``breakpoints`` are the token offsets where the stable parts of this context end
+    (the pinned messages, the system part, what the next turn sends again unchanged, and inside a
+    tool loop the whole request); ``format="anthropic"`` puts its ``cache_control`` marks there.
+    """
 
     budget: int
     reserved_output: int
@@ -66,6 +73,8 @@ class Account(NamedTuple):
     overhead: int  # reply priming, plus the Anthropic continuation placeholder if any
     exact: bool
     counter: str
+    reused: int = 0
+    breakpoints: tuple[int, ...] = ()
 
     @property
     def total(self) -> int:
@@ -86,8 +95,8 @@ class Context(NamedTuple):
         messages: the rendered messages (OpenAI chat dicts, Anthropic messages
             or Responses input items). Treat them as read-only: convmem reuses
             rendered dicts between turns instead of building them anew.
-        system: the Anthropic ``system`` parameter: a string, or text blocks when any carries
-            ``cache_control`` or there are several system messages (None for other formats).
+        system: the Anthropic ``system`` parameter (None for other formats): a string, or text blocks
+            when any carries ``cache_control`` or there are several system messages.
         account: tokens per part and the budget.
         left_out: what is not in the context, and why.
         truncated: irreducible messages that were cut to fit.

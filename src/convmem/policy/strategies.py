@@ -118,7 +118,8 @@ class TokenBudget:
     Past the ceiling it evicts down to ``low_watermark`` of it, not just below
     it: evicting in chunks keeps the request's prefix identical for many turns,
     which keeps provider prompt caches warm (and makes evictions rare). Set
-    ``low_watermark=1.0`` to evict one unit at a time.
+    ``low_watermark=1.0`` to evict one unit at a time. A memory with a block that
+    changes every turn (recall) defaults to 0.6 instead (see ``bench/cache.py --sweep``).
     """
 
     name = "token_budget"

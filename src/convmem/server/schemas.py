@@ -174,6 +174,8 @@ class AccountOut(BaseModel):
     free: int
     exact: bool
     counter: str
+    reused: int = Field(description="Prefix tokens shared with the previous context of one memory object (0 here).")
+    breakpoints: list[int] = Field(description="Token offsets where the stable parts of the context end.")
 
 
 class LeftOutOut(BaseModel):
