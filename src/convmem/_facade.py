@@ -9,6 +9,7 @@ options reproduces the same budget and strategy (and so the same context).
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -281,7 +282,10 @@ def _jsonable(value: object) -> bool:
 def stored_config(state: SessionState) -> dict[str, Any]:
     """The options a session was saved with (empty for sessions saved before configs were kept)."""
     config = state.stats.get(CONFIG_KEY)
-    return dict(config) if isinstance(config, Mapping) else {}
+    if not isinstance(config, Mapping):
+        return {}
+    known = inspect.signature(MemoryBase.__init__).parameters
+    return {k: v for k, v in config.items() if k in known and k != "self"}  # a foreign key is no option
 
 
 def initial_state(memory: MemoryBase) -> SessionState:
