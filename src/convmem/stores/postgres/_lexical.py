@@ -40,13 +40,16 @@ OWNER = "array_to_tsvector(ARRAY[md5(d.user_key)])"
 
 # Rows: (lexeme, sampled documents holding it, sample size, the user's documents; 0 when the sample is all).
 FREQUENCIES = f"""
-    WITH s AS (
-        SELECT tsvector_to_array(tsv) AS lexemes FROM recall_docs
-        WHERE user_key = %(user)s ORDER BY number DESC LIMIT {SAMPLE}
-    ), n AS (SELECT count(*) AS n FROM s)
-    SELECT q.lexeme, (SELECT count(*) FROM s WHERE q.lexeme = ANY(s.lexemes)), n.n,
+    WITH s AS MATERIALIZED (
+        SELECT tsv FROM recall_docs WHERE user_key = %(user)s ORDER BY number DESC LIMIT {SAMPLE}
+    ), n AS (SELECT count(*) AS n FROM s), q AS (
+        SELECT lexeme, (chr(39) || replace(replace(lexeme, chr(92), repeat(chr(92), 2)), chr(39), repeat(chr(39), 2))
+            || chr(39))::tsquery AS one  -- the lexeme quoted: a tsquery of it alone
+        FROM unnest(to_tsvector('english', %(text)s))
+    )
+    SELECT q.lexeme, (SELECT count(*) FROM s WHERE s.tsv @@ q.one), n.n,
         CASE WHEN n.n < {SAMPLE} THEN n.n ELSE (SELECT count(*) FROM recall_docs WHERE user_key = %(user)s) END
-    FROM unnest(to_tsvector('english', %(text)s)) AS q, n
+    FROM q, n
 """
 
 SEARCH = f"""
