@@ -10,7 +10,9 @@ Paths: in process (the reference: BM25 and exact numpy); PostgreSQL 15 without p
 ``tsvector`` lexical in the server, dense in process); PostgreSQL 18 + pgvector (both in the server); Redis
 8.2 + RediSearch (both in the server). The two search servers are started here, as in bench/search.py.
 
-Run:  .venv/bin/python bench/search_recall.py [memory,pg-fallback,pgvector,redisearch]
+Paths also take ``fts5`` (the SQLite store: FTS5 lexical in SQLite, dense in process).
+
+Run:  .venv/bin/python bench/search_recall.py [memory,pg-fallback,pgvector,redisearch,fts5] [lexical,dense,hybrid]
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from _cv import KS  # noqa: E402
+from _locomo import archive, evidence_ids  # noqa: E402
 from convmem.longterm.embedders import HashingEmbedder  # noqa: E402
 from convmem.longterm.recall import RecallIndex  # noqa: E402
-from locomo_recall import KS, archive, evidence_ids  # noqa: E402
 from search import LOCOMO, PG_URL, drop, open_store  # noqa: E402
 
 
@@ -53,6 +56,7 @@ def main() -> None:
     from tests.stores._search_servers import PgVectorServer, SearchRedis
 
     paths = sys.argv[1].split(",") if len(sys.argv) > 1 else ["memory", "pg-fallback", "pgvector", "redisearch"]
+    modes = sys.argv[2].split(",") if len(sys.argv) > 2 else ["lexical", "dense", "hybrid"]
     data = json.loads(LOCOMO.read_text())
     temp = Path(tempfile.mkdtemp(prefix="convmem-search-recall-"))
     pg, rd = PgVectorServer(temp / "pg"), SearchRedis(temp / "redis")
@@ -66,8 +70,8 @@ def main() -> None:
                 drop(path, urls, temp)
                 store = open_store(path, urls, temp)
             recall = RecallIndex(store=store, embedder=HashingEmbedder(384))
-            dia, _ = archive(data, recall)
-            for mode in ("lexical", "dense", "hybrid"):
+            dia = archive(data, recall)
+            for mode in modes:
                 overall, spread = per_conversation(data, recall, dia, mode)
                 cells = " | ".join(f"{v:.1f}" for v in overall)
                 print(f"| {path} | {mode} | {cells} | {spread[0]:.1f}-{spread[1]:.1f} |", flush=True)

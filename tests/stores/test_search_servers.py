@@ -280,3 +280,32 @@ def test_any_user_text_is_a_safe_query_in_the_servers(server: Server) -> None:
             hits = recall.search(query, user_id="u", k=50, mode=mode)  # type: ignore[arg-type]
             assert all(h.doc.user_id == "u" for h in hits), (query, mode)
     assert [h.doc.message_id for h in recall.search("violin)", user_id="u", k=1, mode="lexical")] == ["m4"]
+
+
+MARKERS = ["quartz", "tundra", "saffron", "glacier", "obsidian", "juniper"]
+
+
+def test_no_result_crosses_users_when_the_words_are_the_other_users(server: Server) -> None:
+    """Each owner's texts carry a word of its own (and many shared ones, so the lexical search prunes words):
+    asked with another owner's words, a search returns nothing of that owner, whatever the mode."""
+    store = server.open()
+    users: list[str | None] = ["alice", "bob", "alice ", None, "Alice", "a:b"]
+    docs = []
+    for user, marker in zip(users, MARKERS, strict=True):
+        for i in range(30):
+            shared = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(4))
+            text = f"{marker} {shared} said note" if i % 3 == 0 else f"{shared} said note {i}"
+            docs.append(RecallDoc(f"m{i}", f"s{i % 2}", user, i, "user", text, T0 + timedelta(hours=i), text))
+    recall = RecallIndex(store=store, embedder=HashingEmbedder(64))
+    recall.add(docs)
+    texts = {user: {d.text for d in docs if d.user_id == user} for user in users}
+    for user, marker in zip(users, MARKERS, strict=True):
+        for other in MARKERS:
+            for query in [other, f"{other} said note", f"{other} {' '.join(WORDS)}", " ".join(MARKERS)]:
+                for mode in ("lexical", "dense", "hybrid"):
+                    hits = recall.search(query, user_id=user, k=50, mode=mode)  # type: ignore[arg-type]
+                    assert {h.doc.text for h in hits} <= texts[user], (user, query, mode)
+                    assert all(h.doc.user_id == user for h in hits)
+            lexical = recall.search(other, user_id=user, k=50, mode="lexical")
+            assert bool(lexical) == (other == marker)
+            assert all(marker in h.doc.text for h in lexical)

@@ -37,7 +37,7 @@ try:
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     raise ConfigurationError("recall needs numpy: pip install 'convmem[recall]'") from None
 
-__all__ = ["STOPWORDS", "BM25Index", "stem", "tokenize"]
+__all__ = ["MATCH_BUDGET", "STOPWORDS", "BM25Index", "pick_terms", "stem", "tokenize"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -48,6 +48,31 @@ _STOP_LIST = """a an and are as at be been but by did do does for from had has h
 STOPWORDS = frozenset(_STOP_LIST.split())
 
 _VOWELS = frozenset("aeiou")
+
+# About how many of a user's documents a search inside a server (SQLite FTS5, PostgreSQL tsvector) scores.
+MATCH_BUDGET = 300
+
+
+def pick_terms(frequencies: Sequence[tuple[str, float]], budget: float | None = None) -> list[str]:
+    """The query terms a search inside a server matches: the rarest first, while their documents fit ``budget``.
+
+    ``frequencies`` pairs each term with the number of the user's documents holding it (counted or
+    estimated). A server ranks every document that matches any query term, so a word most documents hold
+    (a speaker's name, "said") makes the search score most of the user's archive, in time linear in it. A
+    term that would take the matched documents past ``budget`` (:data:`MATCH_BUDGET` if None) is left out
+    of the match, as are the more frequent ones after it; the rarest term is always kept. A left-out term
+    is one of the least informative (BM25 weighs a term by its rarity), so the documents it alone would add
+    rank last; when every term fits, all are kept and the results are the unpruned ones.
+    """
+    limit = MATCH_BUDGET if budget is None else budget
+    kept: list[str] = []
+    total = 0.0
+    for term, count in sorted(frequencies, key=lambda pair: (pair[1], pair[0])):
+        if kept and total + count > limit:
+            break
+        kept.append(term)
+        total += count
+    return kept
 
 
 def _measure(word: str) -> int:

@@ -20,7 +20,8 @@ What comes in, what happens, what goes out:
   every user walked ~13x longer for the same recall (400 against 30 ms at
   100k vectors of 100 users); per-user partial indexes would need DDL for
   every new user (bench/README.md, "Search at scale").
-* **Lexical search** is the ``tsvector`` ranking of :mod:`convmem.stores.postgres._sql`.
+* **Lexical search** is the ``tsvector`` search of :mod:`convmem.stores.postgres._lexical` (the rarest query
+  words that fit a budget matched through the (owner, tsvector) GIN index, ranked with all of them).
 * A search returns candidates of both, the exact cosine of every candidate,
   and how many documents the filters admit, in one snapshot transaction.
 
@@ -42,6 +43,7 @@ from ...longterm._np import np
 from ...longterm._partition import RecallDoc, Where
 from ...longterm.recallstore import StoreHit, StoreQuery, StoreResult
 from ..codec import decode_datetime
+from . import _lexical
 from ._ops import Flow, Query, user_key
 
 __all__ = ["EF_SEARCH", "save_vectors", "search", "vector_setup"]
@@ -216,9 +218,10 @@ def search_sql(vs: str | None, model: str | None, dim: int, lexical: bool, filte
     if lexical:
         ctes.append(
             f"""lex AS (
-            SELECT d.number, ts_rank('{{0, 0, 0.5, 1}}', d.tsv, q, 1) AS score
-            FROM recall_docs d, to_tsquery('english', %(query)s) AS q
-            WHERE d.tsv @@ q AND d.user_key = %(user)s{filters}
+            SELECT d.number, ts_rank('{{0, 0, 0.5, 1}}', d.tsv, %(rank)s::tsquery, 1) AS score
+            FROM recall_docs d
+            WHERE {_lexical.OWNER} @@ %(owner)s::tsquery AND d.tsv @@ %(match)s::tsquery
+            AND d.user_key = %(user)s{filters}
             ORDER BY score DESC, d.number LIMIT %(limit)s)"""
         )
     else:
@@ -274,8 +277,14 @@ def doc_of(row: Sequence[Any], user_id: str | None) -> RecallDoc:
 
 
 def search(vs: str | None, query: StoreQuery, words: str | None) -> Flow[StoreResult]:
-    """Both retrievers' candidates for ``query`` (``words``: its tsquery, None for no lexical search)."""
-    params: dict[str, Any] = {"user": user_key(query.user_id), "limit": query.limit, "query": words}
+    """Both retrievers' candidates for ``query`` (``words``: its words, None for no lexical search)."""
+    params: dict[str, Any] = {"user": user_key(query.user_id), "limit": query.limit}
+    if words is not None:
+        terms = yield from _lexical.terms(query.user_id, words)
+        if terms is not None:
+            params.update(terms)
+        else:
+            words = None  # only stop words: no lexical candidates
     filters = where_sql(query.where, params)
     dense = query.vector is not None and query.model is not None and vs is not None
     dim = len(query.vector) if dense else 0

@@ -194,6 +194,19 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # One GIN index over (owner, tsvector) replaces the one over the tsvector alone: a search's user and
+        # words are one index scan, which never reads other users' postings (see _lexical.py).
+        "0005_recall_lexical_by_owner",
+        (
+            "CREATE INDEX recall_docs_owner_tsv ON recall_docs USING gin "
+            "(array_to_tsvector(ARRAY[md5(user_key)]), tsv)",
+            "DROP INDEX recall_docs_tsv",
+        ),
+    )
+)
+
 ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('convmem.migrate:' || %s))"
 SCHEMA_TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
 APPLIED = "SELECT name FROM schema_migrations ORDER BY applied_order"
@@ -376,14 +389,4 @@ LOAD_VECTORS = (
     "SELECT d.session_id, d.message_id, v.dim, v.vector FROM recall_vectors v JOIN recall_docs d USING (number) "
     "WHERE v.user_key = %s AND v.model = %s ORDER BY v.number"
 )
-# %(query)s is the user's words, each quoted and OR-ed by the client (plainto_tsquery would AND them), so no
-# user text is tsquery syntax; to_tsquery stems them and drops stop words. A parameter, not a subquery, so the
-# planner sees the GIN index. ts_rank weighs the key (A) twice the context (B), as the in-process index does.
-SEARCH_RECALL = """
-    SELECT d.session_id, d.message_id, ts_rank('{0, 0, 0.5, 1}', d.tsv, q, 1) AS score
-    FROM recall_docs d, to_tsquery('english', %(query)s) AS q
-    WHERE d.tsv @@ q AND d.user_key = %(user)s
-    ORDER BY score DESC, d.number
-    LIMIT %(limit)s
-"""
 HAS_PGVECTOR = "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'"

@@ -15,9 +15,11 @@ statement; every read is scoped by user (or block scope).
 * :class:`PostgresRecallStore` (a :class:`~convmem.longterm.recallstore.LexicalRecallStore`):
   a stored ``tsvector`` (``english``: stemming, stop words) over each
   document's key (weight A) and the previous turn's text (weight B), with a
-  GIN index. A query is cut into words (letters and digits), each quoted and
-  OR-ed, so no user text is ever tsquery syntax; ``to_tsquery`` stems them
-  and drops stop words; ``ts_rank`` weighs the key twice the context.
+  GIN index over (owner, tsvector), so a search reads only the user's postings.
+  A query is cut into words (letters and digits), so no user text is ever
+  tsquery syntax; the server stems them and drops stop words; the search
+  matches the rarest of them that fit a budget of documents and ranks with all
+  of them, ``ts_rank`` weighing the key twice the context (:mod:`._lexical`).
 
 Dense recall: vectors are float32 ``bytea`` rows. With the pgvector extension
 installed in the database, :class:`PostgresRecallStore` is also a
@@ -38,7 +40,6 @@ Example::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -53,6 +54,7 @@ from ...longterm.factstore import select_facts
 from ...longterm.recallstore import StoreQuery, StoreResult
 from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json
 from ..codec import decode_datetime, encode_datetime
+from . import _lexical as lexical
 from . import _recall as recall
 from . import _sql as sql
 from ._ops import Flow, Mode, Op, Query, user_key
@@ -61,8 +63,6 @@ from .store import PostgresStore
 __all__ = ["PostgresBlockStore", "PostgresFactStore", "PostgresRecallStore"]
 
 T = TypeVar("T")
-_WORDS = re.compile(r"[^\W_]+", re.UNICODE)
-MAX_QUERY_TERMS = 64
 
 
 class _Shared:
@@ -230,20 +230,20 @@ class PostgresRecallStore(_Shared):
         return [(r[0], r[1]) for r in kept], matrix
 
     def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[DocRef, float]]:
-        words = tsquery(query)
-        if words is None or limit <= 0:
+        text = lexical.words(query)
+        if text is None or limit <= 0:
             return []
 
         def flow() -> Flow[list[tuple[DocRef, float]]]:
-            rows = yield Query(sql.SEARCH_RECALL, {"query": words, "user": user_key(user_id), "limit": limit})
+            rows = yield from lexical.lexical_search(user_id, text, limit)
             return [((session, mid), float(score)) for session, mid, score in rows]
 
         return self._run("search recall documents", flow)
 
     def search(self, query: StoreQuery) -> StoreResult:
-        words = tsquery(query.text) if query.text is not None else None
+        text = lexical.words(query.text) if query.text is not None else None
         schema = self.store.db.vector_schema
-        return self._run("search recall documents", lambda: recall.search(schema, query, words))
+        return self._run("search recall documents", lambda: recall.search(schema, query, text))
 
     def missing_vectors(self, user_id: str | None, model: str) -> list[RecallDoc]:
         def flow() -> Flow[list[RecallDoc]]:
@@ -274,10 +274,3 @@ class PostgresRecallStore(_Shared):
             return int((yield Query(recall.COUNT, {"user": user_key(user_id)}))[0][0])
 
         return self._run("count documents", flow)
-
-
-def tsquery(text: str) -> str | None:
-    """The user's words, each quoted and OR-ed: no user text is ever tsquery syntax. None if no words."""
-    words = list(dict.fromkeys(_WORDS.findall(text.casefold())))[:MAX_QUERY_TERMS]
-    # Words are letters and digits only, so quoting them is enough to keep them from being syntax.
-    return " | ".join(f"'{w}'" for w in words) if words else None

@@ -213,6 +213,23 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        # A search scores one user's rows only if FTS5 can find them without reading every user's: the FTS
+        # rowid carries the user's number in its high bits (recall_users) and the document's number in the
+        # low ones, so one user's rows are one rowid range, which FTS5 seeks to. The owner column goes.
+        "0006_recall_fts_by_user_range",
+        (
+            "CREATE TABLE recall_users (id INTEGER PRIMARY KEY, user_key TEXT NOT NULL UNIQUE)",
+            "INSERT INTO recall_users (user_key) SELECT DISTINCT user_key FROM recall_docs ORDER BY user_key",
+            "DROP TABLE recall_fts",
+            "CREATE VIRTUAL TABLE recall_fts USING fts5(body, context, content='', tokenize='porter unicode61')",
+            "INSERT INTO recall_fts (rowid, body, context) SELECT (u.id << 36) | d.number, d.key, d.context "
+            "FROM recall_docs d JOIN recall_users u ON u.user_key = d.user_key ORDER BY 1",
+        ),
+    )
+)
+
 CREATE_MIGRATIONS = "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
 HAS_MIGRATIONS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
 APPLIED = "SELECT name FROM schema_migrations ORDER BY rowid"
@@ -297,7 +314,13 @@ INSERT_RECALL_DOC = (
     "INSERT OR IGNORE INTO recall_docs (message_id, user_key, session_id, seq, role, created_at, created_ts, text, "
     "key, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-INSERT_RECALL_FTS = "INSERT INTO recall_fts (rowid, body, context, owner) VALUES (?, ?, ?, ?)"
+INSERT_RECALL_FTS = "INSERT INTO recall_fts (rowid, body, context) VALUES (?, ?, ?)"
+ADD_RECALL_USER = "INSERT OR IGNORE INTO recall_users (user_key) VALUES (?)"
+SELECT_RECALL_USER = "SELECT id FROM recall_users WHERE user_key = ?"
+# FTS rowids: (user number << 36) | document number.
+FTS_USER_SHIFT = 36
+# How many of the user's rows (its rowid range: ?2 to ?3) match the words ?1.
+COUNT_TERM = "(SELECT count(*) FROM recall_fts WHERE recall_fts MATCH ? AND rowid BETWEEN ? AND ?)"
 LOAD_RECALL_DOCS = (
     "SELECT message_id, session_id, seq, role, created_at, text, key, context FROM recall_docs "
     "WHERE user_key = ? ORDER BY number"
@@ -312,9 +335,11 @@ UPSERT_VECTOR = (
     "SELECT number, ?, ?, ? FROM recall_docs WHERE user_key = ? AND session_id = ? AND message_id = ?"
 )
 # The message's own words weigh twice its context's (BM25F-style column weights), as in the in-process index.
-# The owner column has weight 0: it selects the user's rows and never affects the ranking.
+# A user's rows are one rowid range (migration 0006), so FTS5 reads and ranks that user's rows only.
+# ?1 the words, ?2..?3 the user's rowid range, ?4 the limit, ?5 the user key (checked again on the documents).
 SEARCH_RECALL = (
-    "SELECT d.session_id, d.message_id, f.score FROM (SELECT rowid, -bm25(recall_fts, 2.0, 1.0, 0.0) AS score "
-    "FROM recall_fts WHERE recall_fts MATCH ? ORDER BY bm25(recall_fts, 2.0, 1.0, 0.0) LIMIT ?) f "
-    "JOIN recall_docs d ON d.number = f.rowid ORDER BY f.score DESC, d.number"
+    "SELECT d.session_id, d.message_id, f.score FROM (SELECT rowid, -bm25(recall_fts, 2.0, 1.0) AS score "
+    "FROM recall_fts WHERE recall_fts MATCH ?1 AND rowid BETWEEN ?2 AND ?3 ORDER BY bm25(recall_fts, 2.0, 1.0) "
+    "LIMIT ?4) f JOIN recall_docs d ON d.number = (f.rowid & ((1 << 36) - 1)) AND d.user_key = ?5 "
+    "ORDER BY f.score DESC, d.number"
 )

@@ -14,7 +14,11 @@ tables come from migration ``0002_long_term_memory`` in
   a contentless FTS5 index (porter stemming, BM25 with the message's own
   words weighted twice its context's) and float32 vector blobs keyed by
   their document's number (migration ``0005_recall_keyed_by_owner``). User text never reaches FTS5 syntax: it is cut
-  into words and each word is quoted (:func:`fts_query`).
+  into words and each word is quoted (:func:`fts_terms`). An FTS rowid carries its user's number in the high
+  bits (migration ``0006_recall_fts_by_user_range``): a search reads one rowid range, that user's rows, and
+  matches only the rarest of the query's words that fit :data:`~convmem.longterm.lexical.MATCH_BUDGET` of
+  them (:func:`~convmem.longterm.lexical.pick_terms`), so its cost does not grow with the other users' rows
+  nor with how common a word is.
 
 Example::
 
@@ -31,7 +35,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ...errors import ConflictError
+from ...errors import ConflictError, StoreError
+from ...longterm import lexical
 from ...longterm._np import np
 from ...longterm._partition import DocRef, RecallDoc
 from ...longterm.blockstore import BlockRecord, check_save
@@ -44,21 +49,23 @@ from . import _sql as sql
 from ._db import Database
 from .store import SQLiteStore
 
-__all__ = ["SQLiteBlockStore", "SQLiteFactStore", "SQLiteRecallStore", "fts_query"]
+__all__ = ["SQLiteBlockStore", "SQLiteFactStore", "SQLiteRecallStore", "fts_query", "fts_terms"]
 
 _WORDS = re.compile(r"[^\W_]+", re.UNICODE)
 MAX_QUERY_TERMS = 64
+_NUMBER_MASK = (1 << sql.FTS_USER_SHIFT) - 1
+_MAX_USERS = 1 << (63 - sql.FTS_USER_SHIFT)
+
+
+def fts_terms(text: str) -> list[str]:
+    """The words of ``text`` as FTS5 strings (each quoted, so no input is ever FTS syntax), stop words dropped."""
+    words = [w for w in dict.fromkeys(_WORDS.findall(text.casefold())) if w not in STOPWORDS]
+    return ['"' + w.replace('"', '""') + '"' for w in words[:MAX_QUERY_TERMS]]
 
 
 def fts_query(text: str) -> str | None:
-    """An FTS5 query matching any word of ``text``: each word quoted, so no input is ever FTS syntax.
-
-    Stop words are dropped (they would match most rows); None if nothing is left.
-    """
-    words = [w for w in dict.fromkeys(_WORDS.findall(text.casefold())) if w not in STOPWORDS]
-    if not words:
-        return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:MAX_QUERY_TERMS])
+    """An FTS5 query matching any word of ``text`` (see :func:`fts_terms`); None if no word is left."""
+    return " OR ".join(fts_terms(text)) or None
 
 
 class _Shared:
@@ -138,17 +145,21 @@ class SQLiteBlockStore(_Shared):
 class SQLiteRecallStore(_Shared):
     """A :class:`~convmem.longterm.recallstore.LexicalRecallStore`: documents, FTS5 and vectors in SQLite.
 
-    A search matches the user's owner token and the query's words, so FTS5
-    ranks the user's rows only; its BM25 statistics (document frequencies)
-    still span every user's rows, so what crosses users is at most a term
-    frequency, never a document.
+    A search reads the user's rowid range only, so FTS5 ranks the user's rows
+    only (and the documents are checked against the user again); its BM25
+    statistics (document frequencies) still span every user's rows, so what
+    crosses users is at most a term frequency, never a document.
     """
 
     def save_docs(self, docs: Sequence[RecallDoc]) -> None:
         if not docs:
             return
         with self.db.transaction(write=True) as conn:
+            users: dict[str, int] = {}
             for doc in docs:
+                owner = key(doc.user_id)
+                if owner not in users:
+                    users[owner] = _user_number(conn, owner)
                 cursor = conn.execute(
                     sql.INSERT_RECALL_DOC,
                     (
@@ -165,7 +176,11 @@ class SQLiteRecallStore(_Shared):
                     ),
                 )
                 if cursor.rowcount == 1:
-                    conn.execute(sql.INSERT_RECALL_FTS, (cursor.lastrowid, doc.key, doc.context, _owner(doc.user_id)))
+                    number = int(cursor.lastrowid or 0)
+                    if number > _NUMBER_MASK:
+                        raise StoreError(f"recall documents are numbered below 2**{sql.FTS_USER_SHIFT}; got {number}")
+                    rowid = (users[owner] << sql.FTS_USER_SHIFT) | number
+                    conn.execute(sql.INSERT_RECALL_FTS, (rowid, doc.key, doc.context))
 
     def load_docs(self, user_id: str | None) -> list[RecallDoc]:
         with self.db.transaction(write=False) as conn:
@@ -197,18 +212,32 @@ class SQLiteRecallStore(_Shared):
         return [(r[0], r[1]) for r in kept], matrix
 
     def lexical_search(self, query: str, *, user_id: str | None, limit: int) -> list[tuple[DocRef, float]]:
-        match = fts_query(query)
-        if match is None or limit <= 0:
+        terms = fts_terms(query)
+        if not terms or limit <= 0:
             return []
-        scoped = f'owner:"{_owner(user_id)}" AND ({match})'
+        owner = key(user_id)
         with self.db.transaction(write=False) as conn:
-            rows = conn.execute(sql.SEARCH_RECALL, (scoped, limit)).fetchall()
+            row = conn.execute(sql.SELECT_RECALL_USER, (owner,)).fetchone()
+            if row is None:
+                return []  # the user has no documents
+            low = int(row[0]) << sql.FTS_USER_SHIFT
+            high = low | _NUMBER_MASK
+            if len(terms) > 1:
+                counts = conn.execute(
+                    "SELECT " + ", ".join([sql.COUNT_TERM] * len(terms)), [v for t in terms for v in (t, low, high)]
+                ).fetchone()
+                terms = lexical.pick_terms(list(zip(terms, counts, strict=True)))
+            rows = conn.execute(sql.SEARCH_RECALL, (" OR ".join(terms), low, high, limit, owner)).fetchall()
         return [((r[0], r[1]), float(r[2])) for r in rows]
 
 
-def _owner(user_id: str | None) -> str:
-    """The user's token in the FTS owner column; migration 0003 computes the same in SQL."""
-    return "u" + key(user_id).encode().hex()
+def _user_number(conn: Any, owner: str) -> int:
+    """The user's number (the high bits of its FTS rowids), given on its first document."""
+    conn.execute(sql.ADD_RECALL_USER, (owner,))
+    number = int(conn.execute(sql.SELECT_RECALL_USER, (owner,)).fetchone()[0])
+    if number >= _MAX_USERS:
+        raise StoreError(f"a SQLite recall store holds at most {_MAX_USERS - 1} users; this is user {number}")
+    return number
 
 
 def _ts(value: datetime | None) -> float | None:
