@@ -317,11 +317,26 @@ def summarize(per_conv: dict[str, Outcome]) -> dict[str, float]:
     }
 
 
+def print_table(rows: Sequence[tuple[str, dict[int, dict[str, float]]]], budgets: Sequence[int]) -> None:
+    head = " | ".join(f"{b // 1000}k: mean / worst fold | over budget | mean / max tokens" for b in budgets)
+    print(f"| configuration | {head} |")
+    print("|---|" + "---:|---:|---:|" * len(budgets))
+    for name, per_budget in rows:
+        cells = []
+        for b in budgets:
+            f = per_budget[b]
+            cells.append(
+                f"{f['mean']:.1f}% / {f['worst']:.1f}% | {f['over']} | {f['tokens']:.0f} / {f['max_tokens']:.0f}"
+            )
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", choices=["minilm", "none"], default="minilm")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--llama", action="store_true", help="also run llama-index Memory (slow: minutes per run)")
+    parser.add_argument("--llama-only", action="store_true", help="only the plain window and llama-index Memory")
     parser.add_argument("--skip-summary", action="store_true")
     parser.add_argument("--conversations", type=int, default=5, help="only the first N (a quick check)")
     args = parser.parse_args()
@@ -332,7 +347,7 @@ def main() -> None:
     budgets = [int(b) for b in args.budgets.split(",")]
     embedder = make_embedder(args.embedder)
     counter = counter_for("gpt-4o")
-    llama = llama_runner(embedder) if embedder is not None and args.llama else None
+    llama = llama_runner(embedder) if embedder is not None and (args.llama or args.llama_only) else None
     began = time.perf_counter()
     fixed: dict[tuple[str, int], dict[str, Outcome]] = defaultdict(dict)
     tuned: dict[Key, dict[str, Outcome]] = defaultdict(dict)
@@ -343,13 +358,23 @@ def main() -> None:
         conv, texts = sample["sample_id"], needles(sample)
         for budget in budgets:
             fixed[("sliding window (plain)", budget)][conv] = plain_sliding(sample, budget, counter, texts)
+            if llama is not None:
+                fixed[("llama-index Memory + VectorMemoryBlock", budget)][conv] = llama(sample, budget, counter, texts)
+            if args.llama_only:
+                continue
             memory = convmem_memory(sample, budget, "token_budget", None, None)
             fixed[("token_budget window alone", budget)][conv] = ask_convmem(memory, sample, budget, None, texts)
             for key, outcome in run_recall(sample, budget, "lexical", None, texts, recall_grid(budget)).items():
                 tuned[key][conv] = outcome
-            if llama is not None:
-                fixed[("llama-index Memory + VectorMemoryBlock", budget)][conv] = llama(sample, budget, counter, texts)
         print(f"{conv} done at {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+    if args.llama_only:
+        print_table(
+            [(name, {b: summarize(fixed[(name, b)]) for b in budgets}) for name in dict.fromkeys(n for n, _ in fixed)],
+            budgets,
+        )
+        if hasattr(embedder, "save"):
+            embedder.save()
+        return
     folds = {c: choose(tuned, "lexical", [o for o in convs if o != c], budgets) for c in convs}
     everyone = choose(tuned, "lexical", convs, budgets)
     for sample in data:  # phase 2: the other recall configurations at each fold's (k, share) and the old default
@@ -379,15 +404,7 @@ def main() -> None:
         cv = {b: summarize({c: tuned[(label, b, *folds[c])][c] for c in convs}) for b in budgets}
         rows.append((f"{described} (k and share cross-validated)", cv))
 
-    head = " | ".join(f"{b // 1000}k: mean / worst fold | over budget | mean tokens" for b in budgets)
-    print(f"| configuration | {head} |")
-    print("|---|" + "---:|---:|---:|" * len(budgets))
-    for name, per_budget in rows:
-        cells = []
-        for b in budgets:
-            f = per_budget[b]
-            cells.append(f"{f['mean']:.1f}% / {f['worst']:.1f}% | {f['over']} | {f['tokens']:.0f}")
-        print(f"| {name} | " + " | ".join(cells) + " |")
+    print_table(rows, budgets)
     print("\nRecall blocks: evidence among the block's hits (found), evidence in the request, and the share")
     print("of questions whose block lost lines or was dropped to fit:")
     for name, per_budget in rows:
