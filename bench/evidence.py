@@ -354,10 +354,13 @@ def main() -> None:
     )
     parser.add_argument("--skip-summary", action="store_true")
     parser.add_argument("--conversations", type=int, default=5, help="only the first N (a quick check)")
+    parser.add_argument("--only", default="", help="only these conversations (comma-separated sample ids)")
     args = parser.parse_args()
     if not LOCOMO.exists():
         sys.exit(f"LoCoMo not found at {LOCOMO} (set CONVMEM_LOCOMO_DIR)")
     data = load()[: args.conversations]
+    if args.only:
+        data = [s for s in data if s["sample_id"] in args.only.split(",")]
     convs = [s["sample_id"] for s in data]
     budgets = [int(b) for b in args.budgets.split(",")]
     embedder = make_embedder(args.embedder)
@@ -439,6 +442,8 @@ def main() -> None:
                 for b in budgets
             ]
             print(f"- {name}: " + "; ".join(cells))
+    if args.defaults_only:
+        return
     picked = ", ".join(f"{c} {k}/{s:g}" for c, (k, s) in folds.items())
     print(f"\n(k, share) chosen for each held-out conversation on the other four: {picked}; on all five: {everyone}")
 

@@ -185,7 +185,7 @@ def dense_steps(
     n = len(partition)
     full = np.zeros(n + 1, np.float32)  # index -1 (no neighbour) reads the 0 at the end
     full[numbers] = np.maximum(sims, 0.0)
-    stepped = full[numbers]
+    stepped: Array = full[numbers]
     if tuning.neighbour and n > 1:
         previous, following = partition.neighbours()
         stepped = stepped + tuning.neighbour * tuning.dense_steps * np.maximum(
