@@ -47,6 +47,7 @@ from convmem import Memory, Message
 from convmem.formats import as_message
 from convmem.llm import ExtractiveSummarizer
 from convmem.longterm import RecallBlock
+from convmem.longterm.dynamic import DEFAULT_K, DEFAULT_SHARE
 from convmem.longterm.recall import RecallIndex
 from convmem.tokens import TokenCounter, counter_for
 
@@ -317,22 +318,54 @@ def summarize(per_conv: dict[str, Outcome]) -> dict[str, float]:
     }
 
 
+def progress(conv: str, fixed: dict[Any, dict[str, Outcome]], tuned: dict[Any, dict[str, Outcome]]) -> None:
+    """One line per configuration finished on ``conv`` (stderr), so a run stopped early still tells its folds."""
+    for key, per_conv in [*fixed.items(), *tuned.items()]:
+        o = per_conv.get(conv)
+        if o is not None:
+            worst = max(o.tokens) if o.tokens else 0
+            print(f"  {conv} {key}: {o.present:.1f}% over={o.over_budget} max_tokens={worst}", file=sys.stderr)
+
+
+def print_table(rows: Sequence[tuple[str, dict[int, dict[str, float]]]], budgets: Sequence[int]) -> None:
+    head = " | ".join(f"{b // 1000}k: mean / worst fold | over budget | mean / max tokens" for b in budgets)
+    print(f"| configuration | {head} |")
+    print("|---|" + "---:|---:|---:|" * len(budgets))
+    for name, per_budget in rows:
+        cells = []
+        for b in budgets:
+            f = per_budget[b]
+            cells.append(
+                f"{f['mean']:.1f}% / {f['worst']:.1f}% | {f['over']} | {f['tokens']:.0f} / {f['max_tokens']:.0f}"
+            )
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", choices=["minilm", "none"], default="minilm")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--llama", action="store_true", help="also run llama-index Memory (slow: minutes per run)")
+    parser.add_argument("--llama-only", action="store_true", help="only the plain window and llama-index Memory")
+    parser.add_argument(
+        "--defaults-only",
+        action="store_true",
+        help="the recall block at its default (k, share) only, no grid and no per-fold choice (a cheaper run)",
+    )
     parser.add_argument("--skip-summary", action="store_true")
     parser.add_argument("--conversations", type=int, default=5, help="only the first N (a quick check)")
+    parser.add_argument("--only", default="", help="only these conversations (comma-separated sample ids)")
     args = parser.parse_args()
     if not LOCOMO.exists():
         sys.exit(f"LoCoMo not found at {LOCOMO} (set CONVMEM_LOCOMO_DIR)")
     data = load()[: args.conversations]
+    if args.only:
+        data = [s for s in data if s["sample_id"] in args.only.split(",")]
     convs = [s["sample_id"] for s in data]
     budgets = [int(b) for b in args.budgets.split(",")]
     embedder = make_embedder(args.embedder)
     counter = counter_for("gpt-4o")
-    llama = llama_runner(embedder) if embedder is not None and args.llama else None
+    llama = llama_runner(embedder) if embedder is not None and (args.llama or args.llama_only) else None
     began = time.perf_counter()
     fixed: dict[tuple[str, int], dict[str, Outcome]] = defaultdict(dict)
     tuned: dict[Key, dict[str, Outcome]] = defaultdict(dict)
@@ -343,15 +376,31 @@ def main() -> None:
         conv, texts = sample["sample_id"], needles(sample)
         for budget in budgets:
             fixed[("sliding window (plain)", budget)][conv] = plain_sliding(sample, budget, counter, texts)
-            memory = convmem_memory(sample, budget, "token_budget", None, None)
-            fixed[("token_budget window alone", budget)][conv] = ask_convmem(memory, sample, budget, None, texts)
-            for key, outcome in run_recall(sample, budget, "lexical", None, texts, recall_grid(budget)).items():
-                tuned[key][conv] = outcome
             if llama is not None:
                 fixed[("llama-index Memory + VectorMemoryBlock", budget)][conv] = llama(sample, budget, counter, texts)
+            if args.llama_only:
+                continue
+            memory = convmem_memory(sample, budget, "token_budget", None, None)
+            fixed[("token_budget window alone", budget)][conv] = ask_convmem(memory, sample, budget, None, texts)
+            pairs = [(DEFAULT_K, DEFAULT_SHARE)] if args.defaults_only else recall_grid(budget)
+            for key, outcome in run_recall(sample, budget, "lexical", None, texts, pairs).items():
+                tuned[key][conv] = outcome
         print(f"{conv} done at {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
-    folds = {c: choose(tuned, "lexical", [o for o in convs if o != c], budgets) for c in convs}
-    everyone = choose(tuned, "lexical", convs, budgets)
+        progress(conv, fixed, tuned)
+    if args.llama_only:
+        print_table(
+            [(name, {b: summarize(fixed[(name, b)]) for b in budgets}) for name in dict.fromkeys(n for n, _ in fixed)],
+            budgets,
+        )
+        if hasattr(embedder, "save"):
+            embedder.save()
+        return
+    if args.defaults_only:
+        folds = dict.fromkeys(convs, (DEFAULT_K, DEFAULT_SHARE))
+        everyone = (DEFAULT_K, DEFAULT_SHARE)
+    else:
+        folds = {c: choose(tuned, "lexical", [o for o in convs if o != c], budgets) for c in convs}
+        everyone = choose(tuned, "lexical", convs, budgets)
     for sample in data:  # phase 2: the other recall configurations at each fold's (k, share) and the old default
         conv, texts = sample["sample_id"], needles(sample)
         for budget in budgets:
@@ -359,6 +408,7 @@ def main() -> None:
                 emb = embedder if label == "hybrid" else None
                 for key, outcome in run_recall(sample, budget, label, emb, texts, [folds[conv]]).items():
                     tuned[key][conv] = outcome
+                    progress(conv, {}, {key: {conv: outcome}})
         print(f"{conv} phase 2 done at {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
     if hasattr(embedder, "save"):
         embedder.save()
@@ -373,21 +423,15 @@ def main() -> None:
             "summary_buffer": "summary_buffer + RecallBlock, lexical",
             "summary_buffer, whole turns": f"summary_buffer (whole_messages={WHOLE}) + RecallBlock, lexical",
         }[label]
-        if label == "lexical":  # the other configurations run only at the cross-validated (k, share)
+        if label == "lexical" and not args.defaults_only:  # the others run only at the cross-validated (k, share)
             old = {b: summarize(tuned[(label, b, *OLD_DEFAULT)]) for b in budgets}
             rows.append((f"{described} (old default: k=5, no reserve)", old))
         cv = {b: summarize({c: tuned[(label, b, *folds[c])][c] for c in convs}) for b in budgets}
-        rows.append((f"{described} (k and share cross-validated)", cv))
+        rows.append(
+            (f"{described} ({'default k and share' if args.defaults_only else 'k and share cross-validated'})", cv)
+        )
 
-    head = " | ".join(f"{b // 1000}k: mean / worst fold | over budget | mean tokens" for b in budgets)
-    print(f"| configuration | {head} |")
-    print("|---|" + "---:|---:|---:|" * len(budgets))
-    for name, per_budget in rows:
-        cells = []
-        for b in budgets:
-            f = per_budget[b]
-            cells.append(f"{f['mean']:.1f}% / {f['worst']:.1f}% | {f['over']} | {f['tokens']:.0f}")
-        print(f"| {name} | " + " | ".join(cells) + " |")
+    print_table(rows, budgets)
     print("\nRecall blocks: evidence among the block's hits (found), evidence in the request, and the share")
     print("of questions whose block lost lines or was dropped to fit:")
     for name, per_budget in rows:
@@ -398,6 +442,8 @@ def main() -> None:
                 for b in budgets
             ]
             print(f"- {name}: " + "; ".join(cells))
+    if args.defaults_only:
+        return
     picked = ", ".join(f"{c} {k}/{s:g}" for c, (k, s) in folds.items())
     print(f"\n(k, share) chosen for each held-out conversation on the other four: {picked}; on all five: {everyone}")
 

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,9 @@ from convmem.stores.sqlite.longterm import SQLiteRecallStore
 ANCHOR = {"R@5": 58.8, "R@10": 67.5, "R@25": 79.9}
 #: Where every fold's search starts: the constants before cross-validation (tuned on all five dev
 #: conversations, before this protocol existed) with every ranking step off.
-START = Tuning(k1=0.6, b=0.75, context_weight=0.5, neighbour=0.0, date_boost=0.0, when_boost=0.0, prf_weight=0.3)
+START = Tuning(
+    k1=0.6, b=0.75, context_weight=0.5, neighbour=0.0, date_boost=0.0, when_boost=0.0, prf_weight=0.3, dense_steps=0.0
+)
 BM25_SPACE: dict[str, list[Any]] = {
     "k1": [0.6, 0.9, 1.2],
     "b": [0.5, 0.75],
@@ -70,11 +73,14 @@ STEPS_OFF: dict[str, Any] = {
     "when_boost": 0.0,
     "prf": (0, 0, 0.0),
     "rerank": None,
+    "dense_steps": 0.0,
 }
-FUSION_SPACE: dict[str, list[Any]] = {"dense_weight": [0.5, 1.0, 1.5], "rerank": [None, 50]}
+FUSION_SPACE: dict[str, list[Any]] = {"dense_weight": [0.5, 1.0, 1.5], "rerank": [None, 50], "dense_steps": [0.0, 1.0]}
 
 
-def spaces(mode: str) -> dict[str, list[Any]]:
+def spaces(mode: str, fusion_only: bool = False) -> dict[str, list[Any]]:
+    if mode == "hybrid" and fusion_only:
+        return dict(FUSION_SPACE)
     if mode == "bm25":  # the lexical index with every ranking step off: BM25 constants only
         return dict(BM25_SPACE)
     if mode == "lexical":
@@ -218,6 +224,11 @@ def main() -> None:
     parser.add_argument("--ablate", action="store_true", help="held-out change when each ranking step is off")
     parser.add_argument("--latency", action="store_true")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument(
+        "--fusion-only",
+        action="store_true",
+        help="hybrid: tune only the fusion constants, starting from the shipped lexical constants (a cheaper run)",
+    )
     args = parser.parse_args()
     if not LOCOMO.exists():
         sys.exit(f"LoCoMo not found at {LOCOMO} (set CONVMEM_LOCOMO_DIR)")
@@ -231,12 +242,15 @@ def main() -> None:
     results, ablations = [], {}
     try:
         for mode in modes:
-            start = Config("lexical" if mode == "bm25" else mode, START)
-            result = cross_validate(evaluator, spaces(mode), start)
+            fusion_only = args.fusion_only and mode == "hybrid"
+            # --fusion-only starts from the shipped lexical constants with the dense steps off.
+            begin = replace(DEFAULT_TUNING, dense_steps=0.0) if fusion_only else START
+            start = Config("lexical" if mode == "bm25" else mode, begin)
+            result = cross_validate(evaluator, spaces(mode, fusion_only), start)
             results.append(report("lexical, BM25 alone" if mode == "bm25" else mode, result))
             if args.ablate and mode in ("lexical", "fts5", "hybrid"):
-                steps = [n for n in STEPS_OFF if n in spaces(mode)]
-                steps += [n for n in ADD_ONS if mode != "fts5"]
+                steps = [n for n in STEPS_OFF if n in spaces(mode, fusion_only)]
+                steps += [n for n in ADD_ONS if mode != "fts5" and not fusion_only]
                 ablations[mode] = ablate(evaluator, result, steps)
             print(
                 f"{mode}: {evaluator.evaluated} settings scored, {time.perf_counter() - began:.0f} s", file=sys.stderr

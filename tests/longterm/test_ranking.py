@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from convmem.errors import ConfigurationError
 from convmem.longterm import RecallBlock
 from convmem.longterm.blocks import Turn
 from convmem.longterm.embedders import HashingEmbedder
-from convmem.longterm.ranking import Tuning
+from convmem.longterm.ranking import Tuning, dense_steps, lexical_signals
 from convmem.longterm.recall import RecallDoc, RecallIndex
 from convmem.stores.sqlite.longterm import SQLiteRecallStore
 
 T0 = datetime(2023, 6, 27, 10, 0, tzinfo=timezone.utc)
-PLAIN = Tuning(context_weight=0.0, neighbour=0.0, date_boost=0.0, when_boost=0.0)  # tests switch on one step
+PLAIN = Tuning(
+    context_weight=0.0, neighbour=0.0, date_boost=0.0, when_boost=0.0, dense_steps=0.0
+)  # tests switch on one step
 
 
 def doc(i: int, text: str, *, session: str = "s1", when: datetime = T0, context: str = "") -> RecallDoc:
@@ -198,3 +203,58 @@ def test_store_lexical_search_gets_the_same_steps(tmp_path: Path) -> None:
         assert dict(hits["m2"].boosts) == {"neighbour": pytest.approx(0.5 * hits["m1"].bm25), "date": 2.0}
     finally:
         store.close()
+
+
+class TableEmbedder:
+    """Vectors chosen per text (unit rows), so dense similarities are known exactly."""
+
+    name, dim = "table", 3
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        rows = np.asarray([self.table[t] for t in texts], dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_dense_steps_apply_neighbours_and_dates_to_the_dense_signal() -> None:
+    october, september = datetime(2023, 10, 13, tzinfo=timezone.utc), datetime(2023, 9, 2, tzinfo=timezone.utc)
+    docs = [
+        doc(0, "a quiet afternoon", when=september),
+        doc(1, "the lake at dusk", when=september),
+        doc(2, "the lake at dawn", when=october),
+        doc(3, "nothing much", session="s2", when=october),
+    ]
+    query = "What did she paint in October 2023?"
+    table = {
+        query: [1.0, 0.0, 0.0],
+        docs[0].key: [0.0, 1.0, 0.0],  # cosine 0
+        docs[1].key: [0.8, 0.6, 0.0],  # cosine 0.8
+        docs[2].key: [0.6, 0.8, 0.0],  # cosine 0.6, said in October
+        docs[3].key: [-1.0, 0.0, 0.0],  # cosine -1: counts as 0 for its neighbours
+    }
+    base = replace(PLAIN, neighbour=0.5, date_boost=1.0)
+    off = RecallIndex(embedder=TableEmbedder(table), tuning=base)
+    on = RecallIndex(embedder=TableEmbedder(table), tuning=replace(base, dense_steps=1.0))
+    for recall in (off, on):
+        recall.add(docs)
+    dense_off = {h.doc.message_id: h for h in off.search(query, user_id="u", k=4, mode="dense")}
+    # Dense mode alone has no lexical steps: the raw cosines rank.
+    assert [h.doc.message_id for h in on.search(query, user_id="u", k=4, mode="dense")] == ["m1", "m2", "m0", "m3"]
+    partition = on._partitions["u"]
+    signals = lexical_signals(partition, query, on.tuning, None)
+    assert signals.boost.tolist() == [1.0, 1.0, 2.0, 2.0]  # October: m2, m3
+    numbers = np.arange(4)
+    sims = np.asarray([dense_off[f"m{i}"].dense for i in range(4)], np.float32)
+    _, stepped = dense_steps(partition, (numbers, sims), signals, on.tuning)
+    # m0: 0 + 0.5 x m1's 0.8; m1: 0.8 + 0.5 x max(0, 0.6); m2: (0.6 + 0.5 x 0.8) x 2; m3: (0 + 0) x 2.
+    assert stepped.tolist() == pytest.approx([0.4, 1.1, 2.0, 0.0], abs=1e-6)
+    assert dense_steps(partition, (numbers, sims), signals, off.tuning)[1] is sims  # off: untouched
+    # In hybrid mode the October message now wins the dense signal; each hit still shows its raw cosine.
+    hits = {h.doc.message_id: h for h in on.search(query, user_id="u", k=4)}
+    assert hits["m2"].dense == pytest.approx(0.6, abs=1e-6)
+    assert hits["m2"].dense_rank == 1
+    assert {h.doc.message_id: h.dense_rank for h in off.search(query, user_id="u", k=4)}["m2"] == 2
+    with pytest.raises(ConfigurationError):
+        Tuning(dense_steps=-1.0)

@@ -48,7 +48,7 @@ from .fusion import rrf, zscore
 from .hits import RecallHit
 from .keys import Keys
 from .lexical import tokenize
-from .ranking import DEFAULT_TUNING, LexicalSignals, QueryRewriter, Tuning, build_hits, lexical_signals
+from .ranking import DEFAULT_TUNING, LexicalSignals, QueryRewriter, Tuning, build_hits, dense_steps, lexical_signals
 from .recallstore import LexicalRecallStore, RecallStore, SearchingRecallStore
 
 __all__ = ["Keys", "Mode", "RecallDoc", "RecallHit", "RecallIndex", "Tuning", "Where"]
@@ -356,6 +356,7 @@ class RecallIndex:
         depth = max(k * 4, 50)  # fusion needs candidates beyond k from each side
         lexical = _nonzero(signals.score) if signals is not None else None
         lex = top(*lexical, depth) if lexical is not None else []
+        raw, dense = dense, dense_steps(partition, dense, signals, self.tuning) if dense is not None else None
         den = top(*dense, depth) if dense is not None else []
         lex_rank = {n: r for r, (n, _) in enumerate(lex, start=1)}
         den_rank = {n: r for r, (n, _) in enumerate(den, start=1)}
@@ -370,7 +371,7 @@ class RecallIndex:
             fused = (lex or den)[:k]
             candidates = len(lexical[0]) if lexical is not None else len(dense[0]) if dense is not None else 0
             label = "lexical" if lexical is not None else "dense"
-        return build_hits(partition.docs, fused, lex_rank, den_rank, signals, dense, candidates, label)
+        return build_hits(partition.docs, fused, lex_rank, den_rank, signals, raw, candidates, label)
 
     def _rewritten(self, query: str) -> str:
         """The query with the rewriter's search strings appended (outside the lock: it may call an LLM)."""
