@@ -237,3 +237,18 @@ def test_stats_context_tokens_is_what_context_reports(scenario: str, format: str
     for message in _scenarios()[scenario]:
         memory.add(message)
         assert memory.stats().context_tokens == memory.context().tokens
+
+
+@pytest.mark.parametrize("format", ["openai", "anthropic", "responses"])
+def test_names_never_stop_a_memory_context_and_the_renderer_hint_can_be_followed(format: str) -> None:
+    from convmem.formats import as_message
+    from convmem.formats.anthropic import to_anthropic
+
+    memory = Memory("gpt-4o", max_tokens=2000)
+    memory.add({"role": "user", "content": "hi", "name": "alice"})
+    ctx = memory.context(format=format)  # Anthropic and Responses have no name field: it is left out, not refused
+    assert ("name" in ctx.messages[-1]) is (format == "openai")
+    named = [as_message({"role": "user", "content": "hi", "name": "alice"})]
+    with pytest.raises(InvalidMessageError, match="pass drop_names=True"):
+        to_anthropic(named)
+    assert to_anthropic(named, drop_names=True).messages[0]["role"] == "user"  # the hint works as printed
