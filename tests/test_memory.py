@@ -384,12 +384,12 @@ def test_unknown_strategy_and_bad_options_are_configuration_errors() -> None:
 def test_plain_dict_fast_path_equals_the_format_parser() -> None:
     from datetime import datetime, timezone
 
-    from convmem._intake import parse as _parse
+    from convmem._intake import parse_all
     from convmem.formats import parse_message
 
     now = datetime.now(timezone.utc)
     for role in ("user", "assistant", "system", "developer"):
-        fast = _parse({"role": role, "content": "héllo"}, 0, now)
+        [fast] = parse_all([{"role": role, "content": "héllo"}], now)
         slow = parse_message({"role": role, "content": "héllo"})
         assert fast.replace(id=None, created_at=None) == slow
 

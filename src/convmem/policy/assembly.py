@@ -54,7 +54,7 @@ from .blockfit import (
 )
 from .context import Account, Context, LeftOut, Truncation
 from .prefix import Layout, WindowTail, describe, reused
-from .truncate import truncate_message
+from .truncate import cut_to_fit
 from .units import Unit, Window
 
 __all__ = ["BlockText", "Overflow", "SummaryText", "assemble", "default_block_template", "summary_message"]
@@ -372,10 +372,9 @@ def _truncate_largest(counter: TokenCounter, items: list[_Sized], over: int, tru
             break
         item = items[position]
         target = max(0, item.tokens - (over - saved))
-        cut = truncate_message(counter.count_message, counter.count_text, item.message, target)
+        cut, tokens = cut_to_fit(counter, item.message, target)
         if cut is None:
             continue
-        tokens = counter.count_message(cut)
         if tokens >= item.tokens:
             continue
         saved += item.tokens - tokens

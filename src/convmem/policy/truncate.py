@@ -14,11 +14,14 @@ Example::
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 
 from ..messages import Message, TextPart
+from ..tokens import TokenCounter
 
-__all__ = ["MARKER", "truncate_message", "truncate_text"]
+__all__ = ["MARKER", "cut_to_fit", "truncate_message", "truncate_text"]
 
 MARKER = "\n[... truncated by convmem to fit the context budget ...]\n"
 
@@ -44,6 +47,39 @@ def truncate_text(count: Callable[[str], int], text: str, max_tokens: int) -> st
         else:
             hi = mid - 1
     return best
+
+
+# A message too large for the budget stays in the window turn after turn, and cutting it means counting
+# megabytes: the cut and its count are kept, keyed by the message object, the counter and the target.
+# Messages are immutable, and each entry holds both objects, so their ids cannot be reused while it lives.
+_CUTS: OrderedDict[tuple[int, int, int], tuple[Message, object, Message | None, int]] = OrderedDict()
+_CUTS_MAX = 32
+_CUTS_LOCK = threading.Lock()
+
+
+def cut_to_fit(counter: TokenCounter, message: Message, max_tokens: int) -> tuple[Message | None, int]:
+    """``truncate_message`` with the counter's own counts, and the cut's count; remembered per message.
+
+    A huge message costs its cut once. A calibrated counter (one with a ``calibration``) may count
+    the remembered cut otherwise after it learns: its cut is recounted, and made anew if it changed.
+    """
+    key = (id(message), id(counter), max_tokens)
+    with _CUTS_LOCK:
+        hit = _CUTS.get(key)
+        if hit is not None and hit[0] is message and hit[1] is counter:
+            _CUTS.move_to_end(key)
+    if hit is not None and hit[0] is message and hit[1] is counter:
+        cut, tokens = hit[2], hit[3]
+        learns = getattr(counter, "calibration", None) is not None
+        if cut is None or not learns or counter.count_message(cut) == tokens:
+            return cut, tokens
+    cut = truncate_message(counter.count_message, counter.count_text, message, max_tokens)
+    tokens = 0 if cut is None else counter.count_message(cut)
+    with _CUTS_LOCK:
+        _CUTS[key] = (message, counter, cut, tokens)
+        while len(_CUTS) > _CUTS_MAX:
+            _CUTS.popitem(last=False)
+    return cut, tokens
 
 
 def truncate_message(
