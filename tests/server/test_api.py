@@ -219,6 +219,24 @@ def test_provider_responses_are_added_with_their_usage(api: Api) -> None:
     assert stats["messages"] == 4
     bad = post(api, f"/v1/sessions/{sid}/responses{A}", {"response": {"choices": []}})
     assert bad.status_code == 422
+    # A Responses reply with reasoning and two parallel calls is one assistant message; cached input is counted.
+    calls = {
+        "object": "response",
+        "output": [
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
+        ],
+        "usage": {"input_tokens": 2000, "output_tokens": 9, "input_tokens_details": {"cached_tokens": 1024}},
+    }
+    added = post(api, f"/v1/sessions/{sid}/responses{A}", {"response": calls}).json()["messages"]
+    assert len(added) == 1
+    assert [c["id"] for c in added[0]["tool_calls"]] == ["c1", "c2"]
+    outputs = [{"type": "function_call_output", "call_id": c, "output": "1"} for c in ("c1", "c2")]
+    assert post(api, f"/v1/sessions/{sid}/messages{A}", {"messages": outputs}).status_code == 201
+    stats = get(api, f"/v1/sessions/{sid}{A}").json()["stats"]
+    assert stats["messages"] == 7
+    assert stats["cached_input_tokens"] == 1024
 
 
 def test_clear_rollback_repair(api: Api) -> None:

@@ -19,7 +19,8 @@ from typing import Any
 
 from .._facade import initial_state
 from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
-from ..formats import FORMATS, as_message
+from ..formats import FORMATS, parse_items
+from ..formats._replies import parse_reply
 from ..longterm.blocks import StaticBlock
 from ..memory import Memory
 from ..messages import Message
@@ -158,15 +159,22 @@ class SessionService:
 
     # -- messages ------------------------------------------------------------------------------
     def add(self, scope: Scope, session_id: str, items: Sequence[Mapping[str, Any]], *, codec: bool) -> list[Message]:
-        """``Memory.add_many``; a lost race to save the state after the append still counts as added.
+        """``Memory.add_many``: items in a provider format are parsed as they come (parallel Responses
+        calls together, an Anthropic message with several tool results expanded), or codec dicts."""
+        if codec:
+            parsed = [_decode(item, i) for i, item in enumerate(items)]
+        else:
+            for index, item in enumerate(items):
+                if not isinstance(item, Mapping):
+                    raise InvalidMessageError(f"must be an object, got {type(item).__name__}", index=index)
+            parsed = parse_items(list(items))
+        return self._add_parsed(scope, session_id, parsed)
 
-        The append is one write; the state save that may follow (an eviction)
-        is optimistic. If another writer saved first, the messages are stored
-        and the next add of the session settles its window again: reporting an
-        error would make the client retry a write that has happened.
-        """
+    def _add_parsed(self, scope: Scope, session_id: str, parsed: Sequence[Message]) -> list[Message]:
+        """Store messages under this tenant's ids. A writer refused as stale catches up inside
+        ``Memory``; a ``ConflictError`` that reaches here is a real one (an id with other content),
+        unless the append landed and only a later state save lost: then the add counts."""
         now = datetime.now(timezone.utc)
-        parsed = [(_decode if codec else _parse)(item, i) for i, item in enumerate(items)]
         batch = [m.with_identity(scope.store_message(m.id or uuid.uuid4().hex), m.created_at or now) for m in parsed]
         for attempt in range(ADD_ATTEMPTS):
             memory = self.open(scope, session_id)
@@ -183,17 +191,12 @@ class SessionService:
     def add_response(
         self, scope: Scope, session_id: str, response: Mapping[str, Any], fmt: str | None
     ) -> list[Message]:
-        """Add a provider response's output and record its usage.
-
-        Until ``Memory.add_response`` exists (provider-exact issue), the output
-        is taken from the response's documented place: ``choices[0].message``,
-        the Anthropic message itself, or the Responses ``output`` items.
-        """
-        fmt = fmt or _response_format(response)
-        items = _response_items(response, fmt)
-        added = self.add(scope, session_id, items, codec=False)
-        usage = response.get("usage")
-        if isinstance(usage, Mapping) and usage:
+        """``Memory.add_response``: the reply's output stored as it comes, and its usage recorded."""
+        if fmt is not None and fmt not in FORMATS:
+            raise InvalidMessageError(f"unknown format {fmt!r}", field="format")
+        messages, usage = parse_reply(dict(response))
+        added = self._add_parsed(scope, session_id, messages) if messages else []
+        if usage:
             self.record_usage(scope, session_id, usage)
         return added
 
@@ -262,12 +265,6 @@ def _searchable(scope: Scope, info: SessionInfo) -> str:
     return " ".join([scope.client_session(info.id), info.title or "", json.dumps(dict(info.metadata))]).casefold()
 
 
-def _parse(item: Mapping[str, Any], index: int) -> Message:
-    if not isinstance(item, Mapping):
-        raise InvalidMessageError(f"must be an object, got {type(item).__name__}", index=index)
-    return as_message(item, index=index)
-
-
 def _decode(item: Mapping[str, Any], index: int) -> Message:
     try:
         return decode_message(dict(item))
@@ -275,31 +272,3 @@ def _decode(item: Mapping[str, Any], index: int) -> Message:
         raise exc.at(index) from None
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise InvalidMessageError(f"not a convmem message: {exc}", index=index) from None
-
-
-def _response_format(response: Mapping[str, Any]) -> str:
-    if "choices" in response:
-        return "openai"
-    if "output" in response:
-        return "responses"
-    if response.get("type") == "message" or ("role" in response and "content" in response):
-        return "anthropic"
-    raise InvalidMessageError("cannot tell the response's format; pass format", field="response")
-
-
-def _response_items(response: Mapping[str, Any], fmt: str) -> list[dict[str, Any]]:
-    if fmt not in FORMATS:
-        raise InvalidMessageError(f"unknown format {fmt!r}", field="format")
-    try:
-        if fmt == "openai":
-            message = response["choices"][0]["message"]
-            return [{k: v for k, v in message.items() if v is not None}]
-        if fmt == "anthropic":
-            return [{"role": response.get("role", "assistant"), "content": response["content"]}]
-        items = [item for item in response["output"] if isinstance(item, Mapping)]
-        if not items:
-            raise InvalidMessageError("the response has no output items", field="response.output")
-        return [dict(item) for item in items]
-    except (KeyError, IndexError, TypeError, AttributeError):
-        where = {"openai": "choices[0].message", "anthropic": "content", "responses": "output"}[fmt]
-        raise InvalidMessageError(f"a {fmt} response needs {where}", field=f"response.{where}") from None
