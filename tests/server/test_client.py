@@ -138,3 +138,29 @@ def test_the_turn_replay_gives_the_context_that_was_served_at_each_turn(live: Li
         assert len(history) >= 2
         assert history[-1]["text"] == summaries_seen[-1]
         assert remote.stats().summaries == len(history)
+
+
+def test_replies_and_provider_batches_go_in_as_they_come(live: Live) -> None:
+    reply = {
+        "object": "response",
+        "output": [
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
+        ],
+        "usage": {"input_tokens": 1500, "output_tokens": 7, "input_tokens_details": {"cached_tokens": 1024}},
+    }
+    outputs = [{"type": "function_call_output", "call_id": c, "output": "ok"} for c in ("c1", "c2")]
+    local = Memory("gpt-4o")
+    with Client(live.url, api_key=live.key_a, user_id="u2", model="gpt-4o") as remote:
+        for memory in (local, remote):
+            memory.add({"role": "user", "content": "call both"})
+            [assistant] = memory.add_response(reply)
+            assert [call.id for call in assistant.tool_calls] == ["c1", "c2"]
+            assert len(memory.add_many(outputs)) == 2
+            # The same calls given as items, as a Responses stream delivers them: one assistant message.
+            again = [{**item, "call_id": f"{item['call_id']}b"} for item in reply["output"][1:]]
+            assert len(memory.add_many(again)) == 1
+            memory.add_many([{**item, "call_id": f"{item['call_id']}b"} for item in outputs])
+        assert remote.context(format="responses").messages == local.context(format="responses").messages
+        assert remote.stats().cached_input_tokens == local.stats().cached_input_tokens == 1024

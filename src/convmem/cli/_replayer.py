@@ -24,12 +24,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._core import Stats
 from ..errors import InvalidMessageError
 from ..formats import Format
 from ..memory import Memory
 from ..messages import Message
 from ..policy.context import Context
+from ..usage import Stats
 from ._transcript import Line, TranscriptError, chunked, parse_chunk, reason, where
 
 __all__ = ["ReplayResult", "Turn", "replay_file"]

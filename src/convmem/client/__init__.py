@@ -19,11 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .._core import Stats
 from ..errors import ConfigurationError, StoreError
 from ..messages import Message
 from ..policy.context import Context
-from ..usage import Usage
+from ..usage import Stats, Usage
 from ._core import Call, ClientCore, error_from
 
 __all__ = ["AsyncClient", "Client"]

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .._core import Stats
 from ..errors import (
     AmbiguousSessionError,
     BlockEditError,
@@ -31,12 +30,12 @@ from ..errors import (
     StoreError,
     UnknownModelError,
 )
-from ..formats import as_message
+from ..formats import parse_items
 from ..formats.openai import to_openai
 from ..messages import Message
 from ..policy.context import Account, Context, LeftOut, Truncation
 from ..stores.codec import decode_message, encode_message
-from ..usage import Usage
+from ..usage import Stats, Usage
 
 __all__ = ["Call", "ClientCore", "error_from", "options_body"]
 
@@ -102,10 +101,9 @@ class ClientCore:
 
     def add_call(self, messages: Iterable[Any]) -> tuple[Call, list[Message]]:
         now = datetime.now(timezone.utc)
-        batch = []
-        for index, item in enumerate(messages):
-            message = as_message(item, index=index)
-            batch.append(message.with_identity(message.id or uuid.uuid4().hex, message.created_at or now))
+        # Parsed as a batch, as Memory.add_many does: parallel Responses items join their assistant
+        # message and an Anthropic message with several tool results expands.
+        batch = [m.with_identity(m.id or uuid.uuid4().hex, m.created_at or now) for m in parse_items(list(messages))]
         body = {"messages": [encode_message(m) for m in batch], "format": "convmem"}
         return Call("POST", self._session("/messages"), self._params(), body), batch
 
