@@ -164,3 +164,10 @@ def test_replies_and_provider_batches_go_in_as_they_come(live: Live) -> None:
             memory.add_many([{**item, "call_id": f"{item['call_id']}b"} for item in outputs])
         assert remote.context(format="responses").messages == local.context(format="responses").messages
         assert remote.stats().cached_input_tokens == local.stats().cached_input_tokens == 1024
+        errors = []
+        for memory in (local, remote):  # an error reads the same from the service as from the library
+            with pytest.raises(InvalidMessageError) as caught:
+                memory.add_many([{"role": "user", "content": "ok"}, {"role": "tool", "content": "x"}])
+            errors.append(caught.value)
+        assert str(errors[1]) == str(errors[0])
+        assert (errors[1].field, errors[1].index) == (errors[0].field, errors[0].index)

@@ -198,9 +198,10 @@ def error_from(status: int, problem: Mapping[str, Any] | None) -> ConvmemError:
         return SessionNotFoundError(detail[len("session not found: ") :].strip("'\""))
     cls = _BY_TYPE.get(kind)
     if cls is InvalidMessageError:
-        error = InvalidMessageError(detail)
-        error.field, error.index = problem.get("field"), problem.get("index")
-        return error
+        field, index = problem.get("field"), problem.get("index")
+        located = InvalidMessageError("", field=field, index=index).args[0]  # the detail's "message N, field F: "
+        reason = detail[len(located) :] if located and detail.startswith(located) else detail
+        return InvalidMessageError(reason, field=field, index=index)
     if cls is ContextOverflowError:
         return _plain(cls, detail, needed=problem.get("needed", 0), budget=problem.get("budget", 0))
     if cls is UnknownModelError:
