@@ -109,7 +109,10 @@ async def test_every_tool_and_resource_over_stdio(db: tuple[str, str, str]) -> N
         anthropic = _data(
             await client.call_tool("session_context", {"session_id": alice_session, "format": "anthropic"})
         )
-        assert anthropic["system"] == "You are helpful."
+        # The system part ends a stable prefix, so it carries Anthropic's cache breakpoint.
+        assert anthropic["system"] == [
+            {"type": "text", "text": "You are helpful.", "cache_control": {"type": "ephemeral"}}
+        ]
         assert "not found" in _error(await client.call_tool("session_context", {"session_id": bob_session}))
 
         listed = await client.read_resource("convmem://sessions")
