@@ -122,12 +122,23 @@ def test_an_invalid_batch_stores_nothing_and_names_the_field(api: Api) -> None:
         ({"max_tokens": 10, "max_output_tokens": 10}, "invalid-options"),
         ({"model": "gpt-4o", "strategy": "sliding_window", "strategy_options": {"nope": 1}}, "invalid-options"),
         ({"model": "gpt-4o", "surprise": True}, "invalid-request"),
+        # Found by schemathesis: metadata a store cannot keep exactly was a 503, not the client's error.
+        ({"model": "gpt-4o", "metadata": {"n": 10**18}}, "invalid-message"),
     ],
 )
 def test_bad_options_are_problems(api: Api, body: dict[str, Any], kind: str) -> None:
     response = post(api, f"/v1/sessions{A}", body)
     assert response.status_code == 422, response.text
     assert response.json()["type"].endswith("/" + kind)
+
+
+def test_a_lone_surrogate_in_a_title_is_the_clients_error(api: Api) -> None:
+    raw = b'{"model": "gpt-4o", "title": "lone \\ud800 surrogate"}'  # JSON escapes reach the server as such
+    response = api.http.post(
+        f"/v1/sessions{A}", content=raw, headers=api.headers(api.key_a) | {"content-type": "application/json"}
+    )
+    assert response.status_code == 422, response.text
+    assert "title" in response.text
 
 
 def test_a_taken_session_id_is_a_conflict(api: Api) -> None:

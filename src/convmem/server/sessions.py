@@ -21,6 +21,7 @@ from .._facade import initial_state
 from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
 from ..formats import FORMATS, parse_items
 from ..formats._replies import parse_reply
+from ..limits import check_json, check_text
 from ..longterm.blocks import StaticBlock
 from ..memory import Memory
 from ..messages import Message
@@ -85,6 +86,7 @@ class SessionService:
         self, scope: Scope, options: Mapping[str, Any], *, title: str | None, metadata: Mapping[str, Any]
     ) -> SessionInfo:
         """A new, empty session whose options are saved with it (so every later open uses them)."""
+        _check_info(title, metadata)
         options = dict(options)
         session_id = options.pop("id", None) or uuid.uuid4().hex
         store_id = scope.store_session(session_id)
@@ -108,6 +110,7 @@ class SessionService:
     def update(
         self, scope: Scope, session_id: str, *, title: str | None, metadata: Mapping[str, Any] | None
     ) -> SessionInfo:
+        _check_info(title, metadata)
         info = self.resolve(scope, session_id)
         return self.store.update_session(info.id, user_id=scope.store_user, title=title, metadata=metadata)
 
@@ -272,3 +275,11 @@ def _decode(item: Mapping[str, Any], index: int) -> Message:
         raise exc.at(index) from None
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise InvalidMessageError(f"not a convmem message: {exc}", index=index) from None
+
+
+def _check_info(title: str | None, metadata: Mapping[str, Any] | None) -> None:
+    """A session's title and metadata within what every store keeps exactly (a 422 naming the field, not a 503)."""
+    if title is not None:
+        check_text(title, "title")
+    if metadata is not None:
+        check_json(dict(metadata), "metadata")
