@@ -3,7 +3,7 @@
 
     python3 scripts/dev.py demo            # replay the shipped agent session on the embedded default
     python3 scripts/dev.py test            # lint + format check + strict type check + the whole test suite
-    python3 scripts/dev.py test --quick    # the same checks, and the tests not marked slow (under a minute)
+    python3 scripts/dev.py test --quick    # the same checks, and the in-process tests (QUICK below)
 
 Each command creates ./.venv on first use and installs what it needs into it.
 Only the standard library is used here, on purpose.
@@ -37,6 +37,17 @@ DEMO = [
 
 
 SOURCES = ["src", "tests", "bench", "examples", "scripts"]
+
+# The inner loop: no test marked slow, none that talks to PostgreSQL or Redis, and not the service, the
+# framework integrations, the provider SDK round trips or the README runner (the full suite runs them all).
+QUICK = [
+    "-m",
+    "not slow",
+    "-k",
+    "not postgres and not redis and not Postgres and not Redis and not pgvector",
+    *(f"--ignore=tests/{path}" for path in ("integrations", "provider", "server", "test_readme.py")),
+    "--ignore=tests/stores/test_many_writers.py",
+]
 
 
 def run(*command: str | Path) -> None:
@@ -75,7 +86,7 @@ def main() -> None:
         run(BIN / "mypy")
         if quick:
             os.environ["CONVMEM_QUICK"] = "1"  # property tests take a handful of examples (tests/_quick.py)
-        run(BIN / "pytest", "-q", *(["-m", "not slow"] if quick else []), *args)
+        run(BIN / "pytest", "-q", *(QUICK if quick else []), *args)
     else:
         sys.exit(__doc__)
 
