@@ -53,7 +53,7 @@ def truncate_text(count: Callable[[str], int], text: str, max_tokens: int) -> st
 # megabytes: the cut and its count are kept, keyed by the message object, the counter and the target.
 # Messages are immutable, and each entry holds both objects, so their ids cannot be reused while it lives.
 _CUTS: OrderedDict[tuple[int, int, int], tuple[Message, object, Message | None, int]] = OrderedDict()
-_CUTS_MAX = 32
+_CUTS_MAX = 8  # each entry keeps its (huge) message alive: a few are enough for the live windows
 _CUTS_LOCK = threading.Lock()
 
 
