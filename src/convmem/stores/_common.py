@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -30,7 +30,17 @@ from ..errors import AmbiguousSessionError, InvalidMessageError, SessionNotFound
 from ..limits import CEILINGS, MAX_INT, Limits, check_int, check_json, check_limits, check_text
 from ..messages import Message
 from .base import SessionInfo, SessionState, StoredMessage
-from .codec import decode_datetime, decode_message, decode_state, dumps, encode_datetime, encode_message, encode_state
+from .codec import (
+    READ_ERRORS,
+    corrupt,
+    decode_datetime,
+    decode_message,
+    decode_state,
+    dumps,
+    encode_datetime,
+    encode_message,
+    encode_state,
+)
 from .codec import loads as json_loads
 
 __all__ = [
@@ -66,6 +76,31 @@ def new_session_id() -> str:
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def read_session_info(
+    backend: str, name: str, row: Any, parent_id: str | None, decode_time: Callable[[Any], datetime]
+) -> SessionInfo:
+    """A session record's info (a row with the sessions table's columns); corrupt is a StoreError naming it."""
+    try:
+        metadata = json_loads(row.metadata)
+        if not isinstance(metadata, dict):
+            raise ValueError(f"metadata must be an object, got {type(metadata).__name__}")
+        return SessionInfo(
+            name,
+            row.user_id,
+            row.title,
+            row.model,
+            metadata,
+            decode_time(row.created_at),
+            decode_time(row.updated_at),
+            row.base_count + row.message_count,
+            row.base_tokens + row.tokens,
+            parent_id,
+            row.fork_seq,
+        )
+    except READ_ERRORS as exc:
+        raise corrupt(backend, name, None, exc) from None
 
 
 def damaged_info(session_id: str, user_id: str | None, error: StoreError) -> SessionInfo:

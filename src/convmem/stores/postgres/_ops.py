@@ -34,12 +34,12 @@ from .._common import (
     json_object,
     now,
     pick,
+    read_session_info,
     segments,
 )
 from .._writes import check_expected, replayed, scoped, state_for_write, unscoped
 from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
-from ..codec import READ_ERRORS, corrupt, dumps, encode_message, encode_state, read_row, read_state
-from ..codec import loads as json_loads
+from ..codec import dumps, encode_message, encode_state, read_row, read_state
 from . import _sql as sql
 
 BACKEND = "postgres"
@@ -106,25 +106,8 @@ class Row(NamedTuple):
 
     def info(self) -> SessionInfo:
         """The session's info; a corrupt record is a StoreError naming the session."""
-        try:
-            metadata = json_loads(self.metadata)
-            if not isinstance(metadata, dict):
-                raise ValueError(f"metadata must be an object, got {type(metadata).__name__}")
-            return SessionInfo(
-                self.name,
-                self.user_id,
-                self.title,
-                self.model,
-                metadata,
-                self.created_at.astimezone(timezone.utc),
-                self.updated_at.astimezone(timezone.utc),
-                self.base_count + self.message_count,
-                self.base_tokens + self.tokens,
-                None if self.parent_id is None else unscoped(self.parent_id),
-                self.fork_seq,
-            )
-        except READ_ERRORS as exc:
-            raise corrupt(BACKEND, self.name, None, exc) from None
+        parent = None if self.parent_id is None else unscoped(self.parent_id)
+        return read_session_info(BACKEND, self.name, self, parent, _utc)
 
     def listed(self) -> SessionInfo:
         """The info ``list_sessions`` shows: a corrupt record is listed as damaged, not raised."""
@@ -135,6 +118,10 @@ class Row(NamedTuple):
 
     def session_state(self) -> SessionState:
         return read_state(BACKEND, self.name, self.state, version=self.version)
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(timezone.utc)
 
 
 def user_key(user_id: str | None) -> str:

@@ -19,12 +19,12 @@ from .._common import (
     damaged_info,
     now,
     pick,
+    read_session_info,
     segments,
 )
 from .._writes import scoped, unscoped
 from ..base import SessionInfo, SessionState, StoredMessage
-from ..codec import READ_ERRORS, corrupt, decode_datetime, encode_datetime, read_row, read_state
-from ..codec import loads as json_loads
+from ..codec import decode_datetime, encode_datetime, read_row, read_state
 from . import _sql as sql
 from ._db import Database
 
@@ -61,25 +61,8 @@ class Row(NamedTuple):
 
     def info(self) -> SessionInfo:
         """The session's info; a corrupt record is a StoreError naming the session."""
-        try:
-            metadata = json_loads(self.metadata)
-            if not isinstance(metadata, dict):
-                raise ValueError(f"metadata must be an object, got {type(metadata).__name__}")
-            return SessionInfo(
-                self.name,
-                self.user_id,
-                self.title,
-                self.model,
-                metadata,
-                decode_datetime(self.created_at),
-                decode_datetime(self.updated_at),
-                self.base_count + self.message_count,
-                self.base_tokens + self.tokens,
-                None if self.parent_id is None else unscoped(self.parent_id),
-                self.fork_seq,
-            )
-        except READ_ERRORS as exc:
-            raise corrupt(BACKEND, self.name, None, exc) from None
+        parent = None if self.parent_id is None else unscoped(self.parent_id)
+        return read_session_info(BACKEND, self.name, self, parent, decode_datetime)
 
     def listed(self) -> SessionInfo:
         """The info ``list_sessions`` shows: a corrupt record is listed as damaged, not raised."""
