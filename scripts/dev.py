@@ -38,15 +38,22 @@ DEMO = [
 
 SOURCES = ["src", "tests", "bench", "examples", "scripts"]
 
-# The inner loop: no test marked slow, none that talks to PostgreSQL or Redis, and not the service, the
-# framework integrations, the provider SDK round trips or the README runner (the full suite runs them all).
+# The inner loop: no test marked slow or reading the LoCoMo data, none that talks to PostgreSQL or Redis,
+# and not the service, the framework integrations, the provider SDK round trips or the README runner
+# (the full suite runs them all).
 QUICK = [
     "-m",
-    "not slow",
+    "not slow and not locomo",
     "-k",
     "not postgres and not redis and not Postgres and not Redis and not pgvector",
     *(f"--ignore=tests/{path}" for path in ("integrations", "provider", "server", "test_readme.py")),
-    "--ignore=tests/stores/test_many_writers.py",
+    *(
+        f"--ignore=tests/stores/{name}.py"
+        for name in ("test_many_writers", "test_server_bad_input", "test_search_servers")
+    ),
+    # The in-process tests share nothing (each has its own temporary folder), so they run on both cores.
+    "-n",
+    "2",
 ]
 
 
@@ -86,6 +93,9 @@ def main() -> None:
         run(BIN / "mypy")
         if quick:
             os.environ["CONVMEM_QUICK"] = "1"  # property tests take a handful of examples (tests/_quick.py)
+        # Collection is mostly pytest compiling and rewriting the test modules: let it keep the result
+        # in __pycache__ (ignored by git) where the environment asked Python not to write bytecode.
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
         run(BIN / "pytest", "-q", *(QUICK if quick else []), *args)
     else:
         sys.exit(__doc__)

@@ -356,7 +356,7 @@ def test_the_two_setup_commands_come_first_and_exist() -> None:
     assert first == ["python3 scripts/dev.py demo", "python3 scripts/dev.py test"]
     assert TEXT.index("python3 scripts/dev.py demo") < TEXT.index("```python")
     dev = (ROOT / "scripts" / "dev.py").read_text()
-    for word in ('command == "demo"', 'command == "test"', '"--quick"', '"not slow"'):
+    for word in ('command == "demo"', 'command == "test"', '"--quick"', '"not slow'):
         assert word in dev
 
 

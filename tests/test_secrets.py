@@ -138,7 +138,7 @@ def test_the_embedder_never_shows_the_key(echo_url: str, caplog: pytest.LogCaptu
     closed.close()
 
 
-def test_server_stores_never_show_the_password(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_postgres_and_redis_stores_never_show_the_password(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from convmem.stores.postgres import PostgresStore
     from convmem.stores.redis import RedisStore
 

@@ -205,6 +205,7 @@ def test_a_summary_over_n_evictions_is_built_incrementally(server: ChatServer, m
     assert "summary after call 5" in memory.context().messages[0]["content"]
 
 
+@pytest.mark.slow  # a real local server and many requests; the full suite runs it
 def test_chunked_summary_of_an_eviction_five_times_the_input_budget(server: ChatServer, make_summarizer: Make) -> None:
     server.default = lambda request: Reply.text(f"part summary {len(server.requests)}")
     budget = 600

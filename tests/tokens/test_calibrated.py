@@ -80,6 +80,7 @@ def test_a_claude_memory_works_as_is_and_says_its_counts_are_not_exact() -> None
     assert isinstance(memory.counter, CalibratedCounter)
 
 
+@pytest.mark.slow  # a real local server and many requests; the full suite runs it
 def test_usage_reported_by_a_local_server_calibrates_the_counter_and_the_budget_holds(provider: ChatServer) -> None:
     client = openai.OpenAI(base_url=provider.base_url, api_key="sk-test", max_retries=0)
     budget, reserve = 3_000, 400
