@@ -302,7 +302,10 @@ class LlamaIndexMemory(Runner):
                 kwargs["tool_calls"] = m["tool_calls"]
             if m.get("tool_call_id"):
                 kwargs["tool_call_id"] = m["tool_call_id"]
-            self.memory.put(ChatMessage(role=m["role"], content=m.get("content") or "", additional_kwargs=kwargs))
+            content = m.get("content") or ""
+            if not isinstance(content, str):  # llama-index takes its own block types: the text parts go in
+                content = "\n".join(p["text"] for p in content if p.get("type") == "text")
+            self.memory.put(ChatMessage(role=m["role"], content=content, additional_kwargs=kwargs))
 
     def ask(self, question: str) -> str:
         got = self.memory.get(input=question)
@@ -504,6 +507,26 @@ def run(
     )
 
 
+def reuse_ceiling(steps: list[Step], budget: int) -> float:
+    """The most any memory can reuse on this workload: the share of the full requests that can repeat.
+
+    What a turn adds (the new user message, the assistant's calls, a tool's output) is not in the previous
+    request, so a memory that sends each turn's new messages whole (up to the input budget) and fills the
+    budget completely still sends them anew; one that fills less reuses less. Counted over the turns after
+    the history no longer fits, as ``run`` does.
+    """
+    counter = counter_for("gpt-4o")
+    room = budget - RESERVE
+    history, new, turns = 0, 0, 0
+    for step in steps:
+        added = sum(counter.count_text(json.dumps(m)) for m in step)
+        history += added
+        if history > budget:
+            new += min(added, room)
+            turns += 1
+    return 1 - new / (turns * room)
+
+
 def prices() -> Prices:
     openai, claude = lookup_model("gpt-4o"), lookup_model("claude-sonnet-4-5")
     assert openai.input_price_per_mtok is not None
@@ -539,6 +562,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for workload in args.workloads.split(","):
         steps = WORKLOADS[workload]()
         for budget in (int(b) for b in args.budgets.split(",")):
+            print(f"{workload:<7} {budget:>6} | reuse ceiling for any memory: {reuse_ceiling(steps, budget):.0%}")
             for name, config in (SWEEP if args.sweep else CONFIGS).items():
                 if args.configs and not any(c in name for c in args.configs.split(",")):
                     continue
