@@ -128,8 +128,10 @@ def test_an_add_without_eviction_changes_nothing_before_the_newest_unit(
             if before is not None:
                 old_ctx, old_pieces = before
                 carried = block_index(old_pieces)
-                # Only a new user message moves the per-turn block; everything before it stays.
-                cut = carried if message["role"] == "user" and carried is not None else len(old_pieces)
+                # Only a new user message moves the per-turn block, and only when what followed the older
+                # message is short (else that message keeps it: Window.carry); everything before it stays.
+                moved = message["role"] == "user" and carried is not None and pieces[: len(old_pieces)] != old_pieces
+                cut = carried if moved else len(old_pieces)
                 assert pieces[:cut] == old_pieces[:cut], fmt
                 sent_before = old_ctx.account.total - old_ctx.account.overhead
                 if cut == len(old_pieces):

@@ -23,7 +23,7 @@ from .messages import Message
 from .policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
 from .policy.blockfit import PER_TURN_LOW_WATERMARK, any_per_turn, block_room, block_texts
 from .policy.context import Context, LeftOut, evicted_account
-from .policy.prefix import Layout
+from .policy.prefix import Layout, carry_blocks
 from .policy.strategies import Plan, Strategy, make_strategy
 from .policy.truncate import truncate_text
 from .policy.units import Entry, Unit, Window
@@ -284,6 +284,8 @@ class MemoryCore:
         """Assemble a context; with ``track``, measure its prefix against the last tracked one (and keep it)."""
         if self._calibrated:
             self.sync_counts()
+        if track and format in self.previous:
+            self._carry(self.previous[format])
         return assemble(
             window=self.window,
             counter=self.counter,
@@ -301,6 +303,13 @@ class MemoryCore:
             previous=self.previous if track else None,
             cache_breakpoints=self.cache_breakpoints,
         )
+
+    def _carry(self, layout: Layout) -> None:
+        seq = carry_blocks(self.window, layout, rendered_alone)
+        if seq is not None:  # the layouts kept for measuring reuse now see those blocks as part of the window
+            for name, kept in self.previous.items():
+                if kept.carrier == seq:
+                    self.previous[name] = kept._replace(carrier=None, user_text=None, user_tokens=0)
 
     def evicted(self) -> list[LeftOut]:
         key = (self.counts["evicted_messages"], self.counts["summarized_messages"], self.summary)

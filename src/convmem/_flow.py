@@ -123,7 +123,7 @@ Flow = Generator[Effect, Any, T]
 
 
 def _stored(units: list[Unit]) -> list[list[StoredMessage]]:
-    return [[StoredMessage(e.seq, e.message, e.tokens) for e in unit.entries] for unit in units]
+    return [[StoredMessage(e.seq, e.message, e.tokens - e.extra) for e in unit.entries] for unit in units]
 
 
 def describe(error: BaseException) -> str:

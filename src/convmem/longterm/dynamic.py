@@ -112,7 +112,9 @@ class RecallBlock:
     Its text changes with every input, so by default it rides on the latest user message
     (``position="user"``), after everything that stays the same from turn to turn: the request's
     prefix (system, summary, window) is then reused by the provider's prompt cache, and recalled
-    text, which users wrote, never gains the system role. With ``position="system"`` it is a system
+    text, which users wrote, never gains the system role. When the next user message takes the
+    block, the older message keeps its own if its tool loop or reply outweighs it, so that the
+    cached prefix runs through them. With ``position="system"`` it is a system
     message after the summary, and the window behind it is sent anew every turn.
 
     The block is itemized: each hit is one line, ranked, and assembly drops the lowest-ranked

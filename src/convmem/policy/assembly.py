@@ -184,7 +184,7 @@ def assemble(
             total += new.tokens - placed.tokens
             placed = new
         pinned = [_Sized(e.message, e.tokens, e.seq) for e in window.pinned]
-        newest = [_Sized(e.message, e.tokens, e.seq) for e in units[stop - 1].entries] if stop > start else []
+        newest = [_Sized(e.sent, e.tokens, e.seq) for e in units[stop - 1].entries] if stop > start else []
         sized_inputs = [_Sized(m, t, None) for m, t in inputs]
         irreducible = pinned + newest + sized_inputs
         if on_overflow == "raise":
@@ -222,7 +222,7 @@ def assemble(
         input_messages = [s.message for s in sized_inputs]
     else:
         pinned_messages = [e.message for e in window.pinned]
-        newest_messages = [e.message for e in units[stop - 1].entries] if stop > start else []
+        newest_messages = [e.sent for e in units[stop - 1].entries] if stop > start else []
         input_messages = [m for m, _ in inputs]
 
     window_range = (units[start].first_seq, units[stop - 1].last_seq) if stop > start else None
@@ -277,7 +277,7 @@ def assemble(
             messages.append(render_openai(placed.trailing))
         return Context("openai", messages, None, account, tuple(left_out), (), window_range, tuple(warnings))
 
-    body = [m for u in islice(units, start, max(start, stop - 1)) for m in u.messages] + newest_messages
+    body = [m for u in islice(units, start, max(start, stop - 1)) for m in u.sent] + newest_messages
     if in_window:
         position = len(body) - after.entries_after_carrier - 1
         body[position] = with_prefix(body[position], placed.user_text or "")

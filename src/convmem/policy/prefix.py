@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from ..messages import Message
-from .blockfit import Placed
+from .blockfit import CARRY_RATIO, Placed, with_prefix
 
-__all__ = ["Layout", "Stable", "WindowTail", "describe", "reused"]
+__all__ = ["Layout", "Stable", "WindowTail", "carry_blocks", "describe", "reused"]
 
 
 class Layout(NamedTuple):
@@ -212,3 +212,31 @@ def describe(
         end=(request_end, last_index),
     )
     return layout, stable
+
+
+def carry_blocks(window: Any, layout: Layout, render: Callable[[Message], dict[str, Any] | None]) -> int | None:
+    """Let the user message the last request's user blocks rode on keep them, once a newer one has come.
+
+    Moving the blocks to the newer message resends everything after the older one uncached; keeping
+    them holds their tokens in the window until it is evicted (earlier evictions, each a cache miss).
+    They stay when what followed the older message (its tool loop, the reply) outweighs them by
+    ``CARRY_RATIO``. The stored message does not change; a reopened memory sends its window without
+    them. Returns the seq of the message that keeps them, or None. O(the units since it).
+    """
+    if layout.carrier is None or layout.user_text is None:
+        return None
+    tail, newer, entry = 0, False, None
+    for unit in reversed(window.units):
+        if unit.kind == "user":
+            if unit.entries[0].seq == layout.carrier:
+                entry = unit.entries[0]
+                break
+            tail, newer = 0, True  # only what lies between the carrier and the next user message counts
+        else:
+            tail += unit.tokens
+    if entry is None or not newer or entry.carried is not None or tail < CARRY_RATIO * layout.user_tokens:
+        return None
+    message = with_prefix(entry.message, layout.user_text)
+    if not window.carry(entry.seq, message, entry.tokens + layout.user_tokens, render(message)):
+        return None
+    return int(entry.seq)

@@ -40,16 +40,26 @@ class Entry:
     """A stored message: its per-session ``seq``, the message and its token count (counted once).
 
     ``rendered`` caches the OpenAI dict of the message so that assembling a
-    context does not re-render the window on every turn.
+    context does not re-render the window on every turn. ``carried`` is the
+    message as requests send it when per-turn user blocks rode on it (see
+    :meth:`Window.carry`); ``message`` stays what was stored, and ``tokens`` and
+    ``rendered`` follow what is sent.
     """
 
-    __slots__ = ("message", "rendered", "seq", "tokens")
+    __slots__ = ("carried", "extra", "message", "rendered", "seq", "tokens")
 
     def __init__(self, seq: int, message: Message, tokens: int) -> None:
         self.seq = seq
         self.message = message
         self.tokens = tokens
         self.rendered: dict[str, Any] | None = None
+        self.carried: Message | None = None
+        self.extra = 0  # what the carried blocks add to ``tokens``: the stored message is ``tokens - extra``
+
+    @property
+    def sent(self) -> Message:
+        """The message as a request sends it."""
+        return self.carried or self.message
 
     def __repr__(self) -> str:
         return f"Entry(seq={self.seq}, role={self.message.role!r}, tokens={self.tokens})"
@@ -82,13 +92,21 @@ class Unit:
         """Count every entry again with ``count``; returns the unit's new total."""
         self.tokens = 0
         for entry in self.entries:
-            entry.tokens = count(entry.message)
+            entry.tokens = count(entry.sent)
+            if entry.carried is not None:
+                entry.extra = entry.tokens - count(entry.message)
             self.tokens += entry.tokens
         return self.tokens
 
     @property
     def messages(self) -> list[Message]:
+        """The messages as stored (what eviction archives and summaries fold)."""
         return [entry.message for entry in self.entries]
+
+    @property
+    def sent(self) -> list[Message]:
+        """The messages as requests send them."""
+        return [entry.sent for entry in self.entries]
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -216,6 +234,29 @@ class Window:
             entry.tokens = count(entry.message)
             self.pinned_tokens += entry.tokens
         self.tokens = sum(unit.recount(count) for unit in self.units)
+
+    def carry(self, seq: int, message: Message, tokens: int, rendered: dict[str, Any] | None) -> bool:
+        """Send the user message ``seq`` as ``message`` from now on (with the user blocks it was sent with).
+
+        ``tokens`` is its count as sent. O(the units after it). Returns False, changing nothing, when
+        ``seq`` is not a user message of the window or already carries blocks.
+        """
+        after = 0
+        for unit in reversed(self.units):
+            entry = unit.entries[0]
+            if unit.kind == "user" and entry.seq == seq:
+                if entry.carried is not None:
+                    return False
+                extra = tokens - entry.tokens
+                entry.carried, entry.tokens, entry.extra, entry.rendered = message, tokens, extra, rendered
+                unit.tokens += extra
+                self.tokens += extra
+                self.rendered[len(self.rendered) - 1 - after] = rendered
+                return True
+            if unit.last_seq < seq:
+                return False
+            after += len(unit.entries)
+        return False
 
     def pop_oldest(self) -> Unit:
         unit = self.units.popleft()
