@@ -309,3 +309,34 @@ def test_no_result_crosses_users_when_the_words_are_the_other_users(server: Serv
             lexical = recall.search(other, user_id=user, k=50, mode="lexical")
             assert bool(lexical) == (other == marker)
             assert all(marker in h.doc.text for h in lexical)
+
+
+def test_redisearch_ranks_by_convmems_bm25_not_by_common_words_in_short_documents(redisearch_url: str) -> None:
+    """RediSearch's BM25STD gave every term the same idf and scored the user tag (RediSearch 2.10): a short
+    turn holding only the speaker's name outranked the one turn holding the question's rare word. The
+    candidates are ranked with convmem's BM25 instead: the same best hit as the in-process index."""
+    texts = [f"Caroline: hi Melanie {i}" for i in range(30)]
+    texts += [f"Caroline: I went to the {w} market with my friends and it was lovely" for w in WORDS[:10]]
+    texts.append("Caroline: I researched adoption agencies all week, Melanie, and found a good one")
+    docs = [RecallDoc(f"m{i}", "s", "alice", i, "user", t, T0 + timedelta(minutes=i), t) for i, t in enumerate(texts)]
+    server = Server("redisearch", redisearch_url, Path(f"/rank-{id(texts)}"))
+    try:
+        in_server = RecallIndex(store=server.open())
+        in_server.add(docs)
+        in_process = RecallIndex()
+        in_process.add(docs)
+        for question in ("What did Caroline research?", "Which market did Caroline visit with friends?"):
+            want = [h.doc.text for h in in_process.search(question, user_id="alice", k=5, mode="lexical")]
+            got = [h.doc.text for h in in_server.search(question, user_id="alice", k=5, mode="lexical")]
+            assert got[0] == want[0], question
+        top = in_server.search("What did Caroline research?", user_id="alice", k=1, mode="lexical")
+        assert "researched" in top[0].doc.text
+        # Documents saved before their tokens were kept (no ``w`` field) are tokenized at query time.
+        before = [h.doc.text for h in in_server.search("market friends", user_id="alice", k=8, mode="lexical")]
+        with redis.Redis.from_url(redisearch_url) as client:
+            removed = sum(client.hdel(key, "w") for key in client.scan_iter(match=f"{prefix_for(server.where)}rd:*"))
+        assert removed == len(docs)
+        after = [h.doc.text for h in in_server.search("market friends", user_id="alice", k=8, mode="lexical")]
+        assert after == before
+    finally:
+        server.close()

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 __all__ = ["RECALL_SCRIPTS"]
 
-# ARGV: P, TTL, then per document 10 values: user key, user tag, ref, session tag, role, created ts, seq,
-# key, context, JSON. A document whose (user, ref) is stored already is skipped. Returns 1 (stored now) or 0
+# ARGV: P, TTL, then per document 11 values: user key, user tag, ref, session tag, role, created ts, seq,
+# key, context, JSON, and the key's and the context's tokens (what convmem's BM25 ranks RediSearch's lexical
+# candidates with). A document whose (user, ref) is stored already is skipped. Returns 1 (stored now) or 0
 # (already there) per document, in order.
 _SAVE_RECALL_DOCS = """
 local out = {}
-for i = 3, #ARGV, 10 do
+for i = 3, #ARGV, 11 do
   local ukey, ref = ARGV[i], ARGV[i + 2]
   if redis.call('HEXISTS', k('rx', ukey), ref) == 1 then
     table.insert(out, 0)
@@ -22,7 +23,7 @@ for i = 3, #ARGV, 10 do
     redis.call('HSET', k('rx', ukey), ref, n)
     redis.call('RPUSH', k('rl', ukey), n)
     redis.call('HSET', k('rd', n), 'u', ARGV[i + 1], 's', ARGV[i + 3], 'r', ARGV[i + 4], 't', ARGV[i + 5],
-      'q', ARGV[i + 6], 'k', ARGV[i + 7], 'c', ARGV[i + 8], 'j', ARGV[i + 9])
+      'q', ARGV[i + 6], 'k', ARGV[i + 7], 'c', ARGV[i + 8], 'j', ARGV[i + 9], 'w', ARGV[i + 10])
     table.insert(out, 1)
   end
 end

@@ -8,7 +8,9 @@ prefix, ``U``: a user key, as in :mod:`convmem.stores.redis._lua`):
 =================  ==========================================================================
 ``P rd:<n>``       hash, one per document: ``u`` user tag, ``s`` session tag, ``r`` role tag,
                    ``t`` created (epoch seconds), ``q`` seq, ``k`` key text, ``c`` context text,
-                   ``j`` the document as JSON, and ``v:<model tag>`` its float32 vector per model
+                   ``j`` the document as JSON, ``w`` the key's and the context's tokens
+                   (``"<key>|<context>"``, absent on documents saved before it), and
+                   ``v:<model tag>`` its float32 vector per model
 ``P rx:U``         hash: the user's refs -> n; a ref is ``<bytes of session>:<session><message id>``
 ``P rl:U``         list: the user's numbers, in the order they were saved
 ``P rn``           the last number given
@@ -33,10 +35,11 @@ from typing import Any
 
 from ...longterm._np import np
 from ...longterm._partition import DocRef, RecallDoc
+from ...longterm.lexical import tokenize
 from .._longterm_codec import doc_from_json, doc_to_json
 from ._ops import Cmd, Flow, Keys, Pipe, user_key
 
-__all__ = ["load_docs", "load_vectors", "missing", "sample", "save_docs", "save_vectors", "upgrade"]
+__all__ = ["load_docs", "load_vectors", "missing", "sample", "save_docs", "save_vectors", "stored_terms", "upgrade"]
 
 CHUNK = 500  # documents or vectors per script call
 
@@ -80,6 +83,11 @@ def sample(keys: Keys, user_id: str | None, model: str, n: int) -> Flow[Any]:
     return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
 
 
+def stored_terms(key: str, context: str | None) -> str:
+    """The key's and the context's tokens, as the ``w`` field keeps them: ``"<key tokens>|<context tokens>"``."""
+    return " ".join(tokenize(key)) + "|" + (" ".join(tokenize(context)) if context else "")
+
+
 def save_docs(keys: Keys, docs: Sequence[RecallDoc]) -> Flow[list[bool]]:
     """Store documents (skipping those already stored); whether each one was new."""
     fresh: list[bool] = []
@@ -97,6 +105,7 @@ def save_docs(keys: Keys, docs: Sequence[RecallDoc]) -> Flow[list[bool]]:
                 d.key,
                 d.context,
                 doc_to_json(d),
+                stored_terms(d.key, d.context),
             ]
         fresh += [bool(flag) for flag in (yield keys.script("save_recall_docs", *args))]
     return fresh

@@ -11,12 +11,18 @@ What comes in, what happens, what goes out:
   (seq). The lexical index is made when the store opens; a model's vector
   index at its first write. An index made over existing hashes fills in the
   background, so the store says it searches only once the lexical one is full.
-* **Search**: one pipeline of ``FT.SEARCH`` calls, each scoped by ``@u:{tag}``
-  and the filters: BM25 over the words (each one a plain term: letters and
-  digits only, so no user text is query syntax), ``KNN`` over the vector
-  (RediSearch picks brute force over the user's documents or a filtered HNSW
-  walk), and a count of what the filters admit; then the vectors of the
-  lexical candidates, to give each candidate its exact cosine.
+* **Search**, each ``FT.SEARCH`` scoped by ``@u:{tag}`` and the filters, every
+  word a plain term (letters and digits only, so no user text is query
+  syntax): first one pipeline counts what the filters admit and how many of
+  those documents hold each query word; then one matches the rarest words
+  whose documents fit ``MATCH_BUDGET`` (as the SQL stores do) and runs ``KNN``
+  over the vector (RediSearch picks brute force over the user's documents or
+  a filtered HNSW walk); then the vectors of the lexical candidates, to give
+  each its exact cosine. The candidates are ranked here with convmem's BM25
+  (its tokens, the previous turn's words at the context weight, the user's
+  counts for the idf): RediSearch's own ``BM25STD`` gave every term the same
+  idf and scored the user tag as a term (``EXPLAINSCORE``, RediSearch 2.10),
+  so short documents that held a speaker's name came first.
 * A hit is kept only if its key is a document hash of this store and its
   JSON names the asked user: no result can cross users, nor stores whose
   prefixes nest.
@@ -30,13 +36,15 @@ fallback already reads. Vector sets also quantize to 8 bits by default.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from ...longterm._np import np
 from ...longterm._partition import RecallDoc, Where
-from ...longterm.lexical import STOPWORDS
+from ...longterm.lexical import STOPWORDS, pick_terms, tokenize
+from ...longterm.ranking import DEFAULT_TUNING
 from ...longterm.recallstore import StoreHit, StoreQuery, StoreResult
 from .._longterm_codec import doc_from_json
 from ._ops import Cmd, Flow, Keys, Pipe
@@ -45,8 +53,8 @@ from ._recall import tag, user_tag, vector_field
 __all__ = ["Where", "ensure_lexical", "ensure_vectors", "filters", "lexical_index", "ready", "results", "search"]
 
 EF_RUNTIME = 100  # candidates kept per step of the HNSW walk
-SCORER = "BM25STD"  # Okapi BM25 as the in-process index computes it (RediSearch's "BM25" is a variant)
 MAX_TERMS = 64
+MAX_CANDIDATES = 1_000  # lexical candidates fetched and ranked at most (the rarest word alone may hold more)
 _WORDS = re.compile(r"[^\W_]+", re.UNICODE)
 _FILTERS = ["u", "TAG", "s", "TAG", "r", "TAG", "t", "NUMERIC", "q", "NUMERIC", "SORTABLE"]
 
@@ -101,9 +109,42 @@ def filters(user_id: str | None, where: Where) -> str:
     return " ".join(parts)
 
 
-def words(text: str) -> str | None:
-    terms = [w for w in dict.fromkeys(_WORDS.findall(text.casefold())) if w not in STOPWORDS][:MAX_TERMS]
-    return "(" + "|".join(terms) + ")" if terms else None
+def words(text: str) -> list[str]:
+    """The query's distinct words, stop words left out, as plain RediSearch terms."""
+    return [w for w in dict.fromkeys(_WORDS.findall(text.casefold())) if w not in STOPWORDS][:MAX_TERMS]
+
+
+def bm25(rows: Sequence[dict[bytes, bytes]], counts: dict[str, int], admitted: int) -> list[float]:
+    """convmem's BM25 score of each candidate (its ``w`` field, else its ``k`` and ``c`` texts tokenized here)
+    for the query words ``counts`` (word -> the user's documents holding it), as the in-process index gives
+    it with the default tuning; the average length is the candidates'."""
+    tuning = DEFAULT_TUNING
+    idf: dict[str, float] = {}
+    for word, held in counts.items():
+        for term in tokenize(word):
+            weight = math.log(1.0 + (admitted - held + 0.5) / (held + 0.5)) if held else 0.0
+            idf[term] = max(idf.get(term, 0.0), weight)
+    weight = tuning.context_weight
+    frequencies: list[list[float]] = []  # per candidate, the frequency of each query term (in idf's order)
+    lengths: list[float] = []
+    for fields in rows:
+        stored = fields.get(b"w")
+        if stored is not None:
+            own_text, _, context_text = stored.decode().partition("|")
+            own, context = own_text.split(), context_text.split()
+        else:  # saved before the tokens were kept
+            own = tokenize(fields.get(b"k", b"").decode(errors="replace"))
+            context = tokenize(fields.get(b"c", b"").decode(errors="replace"))
+        frequencies.append([own.count(term) + weight * context.count(term) for term in idf])
+        lengths.append(len(own) + weight * len(context))
+    average = (sum(lengths) / len(lengths)) if lengths else 1.0
+    k1, b = tuning.k1, tuning.b
+    idfs = list(idf.values())
+    scores = []
+    for tfs, length in zip(frequencies, lengths, strict=True):
+        norm = k1 * (1.0 - b + b * length / (average or 1.0))
+        scores.append(sum(w * tf * (k1 + 1.0) / (tf + norm) for w, tf in zip(idfs, tfs, strict=True) if tf))
+    return scores
 
 
 Row = tuple[bytes, float | None, dict[bytes, bytes]]
@@ -128,31 +169,26 @@ def results(reply: Any, scored: bool) -> tuple[int, list[Row]]:
 
 def search(keys: Keys, query: StoreQuery) -> Flow[StoreResult]:
     scope = filters(query.user_id, query.where)
-    text = words(query.text) if query.text is not None else None
-    both = text is not None and query.vector is not None and query.model is not None
-    # Only fusion needs the admitted count; a single retriever's ranking does not pay for it.
-    calls: list[tuple[Any, ...]] = (
-        [("FT.SEARCH", lexical_index(keys), scope, "LIMIT", 0, 0, "DIALECT", 2)] if both else []
-    )
-    if text is not None:
-        calls.append(
-            (
-                "FT.SEARCH",
-                lexical_index(keys),
-                f"{scope} {text}",
-                "SCORER",
-                SCORER,
-                "WITHSCORES",
-                "RETURN",
-                1,
-                "j",
-                "LIMIT",
-                0,
-                query.limit,
-                "DIALECT",
-                2,
-            )
+    terms = words(query.text) if query.text is not None else []
+    both = bool(terms) and query.vector is not None and query.model is not None
+    index = lexical_index(keys)
+    admitted, held, chosen = 0, dict[str, int](), list[str]()
+    if terms:
+        replies = yield Pipe(
+            [
+                ("FT.SEARCH", index, scope, "LIMIT", 0, 0, "DIALECT", 2),
+                *(("FT.SEARCH", index, f"{scope} {word}", "LIMIT", 0, 0, "DIALECT", 2) for word in terms),
+            ],
+            atomic=False,
         )
+        admitted = results(replies[0], False)[0]
+        held = {word: results(reply, False)[0] for word, reply in zip(terms, replies[1:], strict=True)}
+        chosen = pick_terms([(word, n) for word, n in held.items() if n])
+    calls: list[tuple[Any, ...]] = []
+    if chosen:
+        fetch = min(MAX_CANDIDATES, max(query.limit, sum(held[word] for word in chosen)))
+        match = f"{scope} ({'|'.join(chosen)})"
+        calls.append(("FT.SEARCH", index, match, "RETURN", 3, "w", "k", "c", "LIMIT", 0, fetch, "DIALECT", 2))
     vector = None
     if query.vector is not None and query.model is not None:
         vector = np.ascontiguousarray(query.vector, dtype=np.float32)
@@ -183,24 +219,36 @@ def search(keys: Keys, query: StoreQuery) -> Flow[StoreResult]:
                 2,
             )
         )
-    replies = yield Pipe(calls, atomic=False)
-    admitted = results(replies[0], False)[0] if both else 0
-    lexical = results(replies[1 if both else 0], True)[1] if text is not None else []
+    replies = (yield Pipe(calls, atomic=False)) if calls else []
+    candidates = [row for row in results(replies[0], False)[1] if _is_doc(keys, row[0])] if chosen else []
     dense = results(replies[-1], False)[1] if vector is not None else []
     dense.sort(key=lambda row: (float(row[2].get(b"dist", 2.0)), len(row[0]), row[0]))  # ties: the older first
     docs: dict[bytes, RecallDoc] = {}
-    for key, _, fields in [*lexical, *dense]:
+    for key, _, fields in dense:
         doc = _own(keys, key, fields.get(b"j"), query.user_id)
         if doc is not None:
             docs[key] = doc
     cosines = {k: 1.0 - float(f[b"dist"]) for k, _, f in dense if k in docs}
-    others = [k for k, _, _ in lexical if k in docs and k not in cosines]
-    if vector is not None and query.model is not None and others:
-        blobs = yield Pipe([("HGET", k, vector_field(query.model)) for k in others], atomic=False)
-        for key, blob in zip(others, blobs, strict=True):
-            if blob is not None and len(blob) == 4 * len(vector):
+    scores = bm25([fields for _, _, fields in candidates], held, admitted)
+    top = sorted(
+        zip([key for key, _, _ in candidates], scores, strict=True),
+        key=lambda pair: (-pair[1], len(pair[0]), pair[0]),  # ties: the older first
+    )[: query.limit]
+    # The documents of the lexical hits, and their vectors to give each its exact cosine, in one round trip.
+    unread = [key for key, _ in top if key not in docs]
+    if unread:
+        wanted = ["j", vector_field(query.model)] if vector is not None and query.model is not None else ["j"]
+        found = yield Pipe([("HMGET", key, *wanted) for key in unread], atomic=False)
+        for key, values in zip(unread, found, strict=True):
+            doc = _own(keys, key, values[0], query.user_id)
+            if doc is None:
+                continue
+            docs[key] = doc
+            blob = values[1] if len(values) > 1 else None
+            if blob is not None and vector is not None and len(blob) == 4 * len(vector):
                 cosines[key] = float(np.frombuffer(blob, dtype=np.float32) @ vector)
-    lex_rank = {k: (r, s) for r, (k, s, _) in enumerate([x for x in lexical if x[0] in docs], start=1)}
+    scored = [(key, score) for key, score in top if key in docs]
+    lex_rank = {k: (r, score) for r, (k, score) in enumerate(scored, start=1)}
     den_rank = {k: r for r, (k, _, _) in enumerate([x for x in dense if x[0] in docs], start=1)}
     hits = [
         StoreHit(
@@ -212,13 +260,18 @@ def search(keys: Keys, query: StoreQuery) -> Flow[StoreResult]:
         )
         for k in dict.fromkeys([*lex_rank, *den_rank])
     ]
-    return StoreResult(hits, admitted)
+    return StoreResult(hits, admitted if both else 0)
+
+
+def _is_doc(keys: Keys, key: bytes) -> bool:
+    """Whether ``key`` names a document hash of this store (and not of a store whose prefix nests in it)."""
+    name = key.decode(errors="replace")
+    return name.startswith(keys.prefix + "rd:") and name[len(keys.prefix) + 3 :].isdigit()
 
 
 def _own(keys: Keys, key: bytes, raw: bytes | None, user_id: str | None) -> RecallDoc | None:
     """The document of a hit, if the hash is one of this store's and holds the asked user's document."""
-    name = key.decode(errors="replace")
-    if raw is None or not name.startswith(keys.prefix + "rd:") or not name[len(keys.prefix) + 3 :].isdigit():
+    if raw is None or not _is_doc(keys, key):
         return None
     doc = doc_from_json(raw)
     return doc if doc.user_id == user_id else None
