@@ -18,8 +18,7 @@ from convmem import Memory
 from convmem.stores import SQLiteStore
 
 from ._quick import examples
-from .test_prefix_cache import FORMATS, PerTurn, messages_of, step
-from .validators import validate_anthropic, validate_openai, validate_responses
+from .test_prefix_cache import PerTurn, contexts, step
 
 
 class Sink:
@@ -101,17 +100,8 @@ def test_with_eviction_the_budget_holds_and_nothing_stored_or_archived_carries_a
     memory = Memory(
         model="gpt-4o", max_tokens=budget, max_output_tokens=100, blocks=[PerTurn(words=words)], sinks=[sink]
     )
-    for message in messages_of(script):
-        memory.add(message)
-        if memory.pending_tool_calls:
-            continue
-        for fmt in FORMATS:
-            ctx = memory.context(format=fmt)
-            assert ctx.account.total + ctx.account.reserved_output <= budget
-            {
-                "openai": lambda c: validate_openai(c.messages),
-                "responses": lambda c: validate_responses(c.messages),
-            }.get(fmt, lambda c: validate_anthropic(c.system, c.messages))(ctx)
+    for _, _, ctx in contexts(memory, script):
+        assert ctx.account.total + ctx.account.reserved_output <= budget
     assert not any("recalled for" in m.text for m in memory.messages())
     assert not any("recalled for" in t for t in sink.texts)
     stats = memory.stats()

@@ -8,6 +8,7 @@ be sent with a higher role than its position says (issue 13).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from convmem.longterm.blocks import Turn
 from convmem.messages import Message, TextPart
 
 from ._quick import examples
-from .validators import validate_anthropic, validate_openai, validate_responses
+from .validators import validate_anthropic, validate_context
 
 FORMATS = ("openai", "anthropic", "responses")
 
@@ -101,6 +102,19 @@ def messages_of(script: list[tuple[str, int]]) -> list[dict[str, Any]]:
     return out
 
 
+def contexts(memory: Memory, script: list[tuple[str, int]]) -> Iterator[tuple[dict[str, Any], str, Any]]:
+    """Play ``script`` into ``memory``; after each message that completes a turn, its context in each format
+    (checked by the provider's rules), with the message."""
+    for message in messages_of(script):
+        memory.add(message)
+        if memory.pending_tool_calls:
+            continue
+        for fmt in FORMATS:
+            ctx = memory.context(format=fmt)
+            validate_context(ctx)
+            yield message, fmt, ctx
+
+
 @settings(max_examples=examples(40), deadline=None)
 @given(script=st.lists(step, min_size=1, max_size=12), system_block=st.booleans())
 def test_an_add_without_eviction_changes_nothing_before_the_newest_unit(
@@ -112,34 +126,25 @@ def test_an_add_without_eviction_changes_nothing_before_the_newest_unit(
     memory = Memory(model="gpt-4o", max_tokens=100_000, max_output_tokens=1000, blocks=blocks)
     memory.add({"role": "system", "content": "You are a test."})
     previous: dict[str, Any] = {}
-    for message in messages_of(script):
-        memory.add(message)
-        if memory.pending_tool_calls:
-            continue
-        for fmt in FORMATS:
-            ctx = memory.context(format=fmt)
-            {
-                "openai": lambda c: validate_openai(c.messages),
-                "responses": lambda c: validate_responses(c.messages),
-            }.get(fmt, lambda c: validate_anthropic(c.system, c.messages))(ctx)
-            assert not any(o.reason in ("archived", "budget") for o in ctx.left_out)  # no eviction
-            pieces = flat(ctx)
-            before = previous.get(fmt)
-            if before is not None:
-                old_ctx, old_pieces = before
-                carried = block_index(old_pieces)
-                # Only a new user message moves the per-turn block, and only when what followed the older
-                # message is short (else that message keeps it: Window.carry); everything before it stays.
-                moved = message["role"] == "user" and carried is not None and pieces[: len(old_pieces)] != old_pieces
-                cut = carried if moved else len(old_pieces)
-                assert pieces[:cut] == old_pieces[:cut], fmt
-                sent_before = old_ctx.account.total - old_ctx.account.overhead
-                if cut == len(old_pieces):
-                    assert ctx.account.reused == sent_before
-                else:
-                    assert ctx.account.reused in old_ctx.account.breakpoints
-                    assert 0 < ctx.account.reused < sent_before
-            previous[fmt] = (ctx, pieces)
+    for message, fmt, ctx in contexts(memory, script):
+        assert not any(o.reason in ("archived", "budget") for o in ctx.left_out)  # no eviction
+        pieces = flat(ctx)
+        before = previous.get(fmt)
+        if before is not None:
+            old_ctx, old_pieces = before
+            carried = block_index(old_pieces)
+            # Only a new user message moves the per-turn block, and only when what followed the older
+            # message is short (else that message keeps it: Window.carry); everything before it stays.
+            moved = message["role"] == "user" and carried is not None and pieces[: len(old_pieces)] != old_pieces
+            cut = carried if moved else len(old_pieces)
+            assert pieces[:cut] == old_pieces[:cut], fmt
+            sent_before = old_ctx.account.total - old_ctx.account.overhead
+            if cut == len(old_pieces):
+                assert ctx.account.reused == sent_before
+            else:
+                assert ctx.account.reused in old_ctx.account.breakpoints
+                assert 0 < ctx.account.reused < sent_before
+        previous[fmt] = (ctx, pieces)
 
 
 def test_the_per_turn_block_stays_on_the_user_message_through_a_tool_loop() -> None:

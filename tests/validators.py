@@ -85,3 +85,13 @@ def validate_responses(items: list[dict[str, Any]]) -> None:
             answered.add(item["call_id"])
     if calls - answered:
         raise ProviderRuleError(f"calls {sorted(calls - answered)} unanswered")
+
+
+def validate_context(context: Any) -> None:
+    """Check a convmem ``Context`` by the rules of the format it was rendered in."""
+    if context.format == "openai":
+        validate_openai(context.messages)
+    elif context.format == "anthropic":
+        validate_anthropic(context.system, context.messages)
+    else:
+        validate_responses(context.messages)
