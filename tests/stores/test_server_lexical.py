@@ -87,3 +87,41 @@ def test_lexical_search_never_returns_another_users_rows(store: Any) -> None:
                 assert {ref for ref, _ in hits} <= own, (user, query)
         if user != "nobody":
             assert {ref for ref, _ in store.lexical_search("caroline", user_id=user, limit=100)} == own
+
+
+def test_postgres_keeps_each_users_document_count_exact_through_repeats_and_concurrent_writers(
+    tmp_path: Path,
+) -> None:
+    """The count lexical search scales its word sample by (``recall_user_counts``, kept by a trigger) equals
+    count(*) of the user's rows: repeated documents are not counted twice, and writers racing on one user
+    lose no increment."""
+    import threading
+
+    import psycopg
+
+    schema = schema_for(tmp_path)
+    stores = [PostgresRecallStore(PostgresStore(PG_URL, schema=schema)) for _ in range(4)]
+    try:
+        docs = archive("alice", 120, "a") + archive("bob", 30, "b") + archive(None, 7, "n")
+        stores[0].save_docs(docs[:50])
+        stores[0].save_docs(docs[:80])  # 50 repeats, 30 new
+
+        def write(store: Any, part: list[RecallDoc]) -> None:
+            for start in range(0, len(part), 5):
+                store.save_docs(part[start : start + 5])
+
+        threads = [threading.Thread(target=write, args=(s, docs[i::4])) for i, s in enumerate(stores)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        with psycopg.connect(PG_URL, options=f"-c search_path={schema}") as conn:
+            kept = dict(conn.execute("SELECT user_key, docs FROM recall_user_counts").fetchall())
+            counted = dict(conn.execute("SELECT user_key, count(*) FROM recall_docs GROUP BY 1").fetchall())
+        assert kept == counted
+        assert sorted(counted.values()) == [7, 30, 120]
+        assert stores[1].count_docs("alice") == 120
+    finally:
+        for store in stores:
+            store.store.close()
+        drop_schemas({schema})

@@ -9,10 +9,10 @@ What comes in, what happens, what goes out:
   question at 100k documents of 100 users, 170 ms) before the user filter kept 1%.
 * **The words**: the user's text cut into words (letters and digits, so no user text is ever tsquery
   syntax), normalized by ``to_tsvector('english')`` (stemming, stop words) in the server. How many of the
-  user's documents hold each lexeme is estimated from the user's newest :data:`SAMPLE` documents (the
-  user's count scales it), and :func:`~convmem.longterm.lexical.pick_terms` keeps the rarest lexemes whose
-  documents fit the budget: a word most of the user's documents hold would make the server fetch and
-  rank most of them.
+  user's documents hold each lexeme is estimated from the user's newest :data:`SAMPLE` documents, scaled
+  by the user's count (kept in ``recall_user_counts`` by a trigger), and
+  :func:`~convmem.longterm.lexical.pick_terms` keeps the rarest lexemes whose documents fit the budget: a
+  word most of the user's documents hold would make the server fetch and rank most of them.
 * **The ranking** is unchanged: ``ts_rank`` (the key weighs A, twice the previous turn's B; length
   normalized) over **every** lexeme of the query, computed only for the documents that match the kept ones.
 
@@ -48,7 +48,7 @@ FREQUENCIES = f"""
         FROM unnest(to_tsvector('english', %(text)s))
     )
     SELECT q.lexeme, (SELECT count(*) FROM s WHERE s.tsv @@ q.one), n.n,
-        CASE WHEN n.n < {SAMPLE} THEN n.n ELSE (SELECT count(*) FROM recall_docs WHERE user_key = %(user)s) END
+        CASE WHEN n.n < {SAMPLE} THEN n.n ELSE (SELECT docs FROM recall_user_counts WHERE user_key = %(user)s) END
     FROM q, n
 """
 

@@ -213,7 +213,12 @@ def search_sql(vs: str | None, model: str | None, dim: int, lexical: bool, filte
     """
     # Only fusion needs the admitted count; a single retriever's ranking does not pay for it.
     both = lexical and vs is not None and model is not None
-    count = f"SELECT count(*) AS n FROM recall_docs d WHERE d.user_key = %(user)s{filters}" if both else "SELECT 0 AS n"
+    if not both:
+        count = "SELECT 0 AS n"
+    elif filters:
+        count = f"SELECT count(*) AS n FROM recall_docs d WHERE d.user_key = %(user)s{filters}"
+    else:  # every document of the user is admitted: the kept count, not a scan of the user's rows
+        count = "SELECT coalesce((SELECT docs FROM recall_user_counts WHERE user_key = %(user)s), 0) AS n"
     ctes = [f"adm AS ({count})"]
     if lexical:
         ctes.append(
@@ -268,7 +273,7 @@ LAST = f"""
     SELECT {DOC_COLUMNS} FROM recall_docs d WHERE d.user_key = %(user)s AND d.session_id = %(session)s
     ORDER BY d.seq DESC, d.number DESC LIMIT 1
 """
-COUNT = "SELECT count(*) FROM recall_docs WHERE user_key = %(user)s"
+COUNT = "SELECT coalesce((SELECT docs FROM recall_user_counts WHERE user_key = %(user)s), 0)"
 
 
 def doc_of(row: Sequence[Any], user_id: str | None) -> RecallDoc:
