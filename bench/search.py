@@ -186,9 +186,8 @@ def query(path: str, urls: dict[str, str], where: Path, lexical_only: bool) -> d
     recall = RecallIndex(store=store, embedder=None if lexical_only else HashingEmbedder(DIM))
     server = getattr(recall, "_remote", None) is not None
     started = time.perf_counter()
-    if not lexical_only:  # lexical search is in the store on every path measured: nothing to load
-        for user in sorted({u for _, u in spec["asked"]}):
-            recall.count(user_id=user)  # a fallback loads the user's documents and vectors here
+    for user in sorted({u for _, u in spec["asked"]}):
+        recall.count(user_id=user)  # a fallback loads the user's documents (and vectors) here
     load_s = time.perf_counter() - started
     out: dict[str, Any] = {"server_side": server, "load_all_users_s": round(load_s, 2)}
     for mode in ("lexical",) if lexical_only else ("lexical", "dense", "hybrid"):
