@@ -305,7 +305,7 @@ class MemoryCore:
         )
 
     def _carry(self, layout: Layout) -> None:
-        seq = carry_blocks(self.window, layout, rendered_alone)
+        seq = carry_blocks(self.window, layout, self.counter.count_message, rendered_alone)
         if seq is not None:  # the layouts kept for measuring reuse now see those blocks as part of the window
             for name, kept in self.previous.items():
                 if kept.carrier == seq:

@@ -214,14 +214,17 @@ def describe(
     return layout, stable
 
 
-def carry_blocks(window: Any, layout: Layout, render: Callable[[Message], dict[str, Any] | None]) -> int | None:
+def carry_blocks(
+    window: Any, layout: Layout, count: Callable[[Message], int], render: Callable[[Message], dict[str, Any] | None]
+) -> int | None:
     """Let the user message the last request's user blocks rode on keep them, once a newer one has come.
 
     Moving the blocks to the newer message resends everything after the older one uncached; keeping
     them holds their tokens in the window until it is evicted (earlier evictions, each a cache miss).
     They stay when what followed the older message (its tool loop, the reply) outweighs them by
     ``CARRY_RATIO``. The stored message does not change; a reopened memory sends its window without
-    them. Returns the seq of the message that keeps them, or None. O(the units since it).
+    them. ``count`` and ``render`` give the message's tokens and OpenAI dict as sent. Returns the seq of the
+    message that keeps them, or None. O(the units since it).
     """
     if layout.carrier is None or layout.user_text is None:
         return None
@@ -237,6 +240,6 @@ def carry_blocks(window: Any, layout: Layout, render: Callable[[Message], dict[s
     if entry is None or not newer or entry.carried is not None or tail < CARRY_RATIO * layout.user_tokens:
         return None
     message = with_prefix(entry.message, layout.user_text)
-    if not window.carry(entry.seq, message, entry.tokens + layout.user_tokens, render(message)):
+    if not window.carry(entry.seq, message, count(message), render(message)):
         return None
     return int(entry.seq)
