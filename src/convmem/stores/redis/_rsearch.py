@@ -121,10 +121,10 @@ def bm25(rows: Sequence[dict[bytes, bytes]], counts: dict[str, int], admitted: i
     tuning = DEFAULT_TUNING
     idf: dict[str, float] = {}
     for word, held in counts.items():
+        rarity = math.log(1.0 + (admitted - held + 0.5) / (held + 0.5)) if held else 0.0
         for term in tokenize(word):
-            weight = math.log(1.0 + (admitted - held + 0.5) / (held + 0.5)) if held else 0.0
-            idf[term] = max(idf.get(term, 0.0), weight)
-    weight = tuning.context_weight
+            idf[term] = max(idf.get(term, 0.0), rarity)
+    weight = tuning.context_weight  # of a previous-turn word, against a word of the document itself
     frequencies: list[list[float]] = []  # per candidate, the frequency of each query term (in idf's order)
     lengths: list[float] = []
     for fields in rows:
