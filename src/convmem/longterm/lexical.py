@@ -37,7 +37,7 @@ try:
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     raise ConfigurationError("recall needs numpy: pip install 'convmem[recall]'") from None
 
-__all__ = ["MATCH_BUDGET", "STOPWORDS", "BM25Index", "pick_terms", "stem", "tokenize"]
+__all__ = ["MATCH_BUDGET", "STOPWORDS", "BM25Index", "bm25_idf", "pick_terms", "stem", "tokenize"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -148,6 +148,11 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+def bm25_idf(documents: int, holding: int) -> float:
+    """The Lucene BM25 idf of a term ``holding`` of ``documents`` documents hold (0 when none does)."""
+    return math.log(1.0 + (documents - holding + 0.5) / (holding + 0.5)) if holding else 0.0
+
+
 class _Postings:
     __slots__ = ("docs", "tfs")
 
@@ -227,10 +232,7 @@ class BM25Index:
     def idf(self, term: str) -> float:
         """The Lucene BM25 idf of ``term`` (0 for a term no document has)."""
         entry = self._postings.get(term)
-        if entry is None:
-            return 0.0
-        n, df = len(self._lengths), len(entry.docs)
-        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        return 0.0 if entry is None else bm25_idf(len(self._lengths), len(entry.docs))
 
     def document_frequency(self, term: str) -> int:
         entry = self._postings.get(term)

@@ -36,14 +36,13 @@ fallback already reads. Vector sets also quantize to 8 bits by default.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from ...longterm._np import np
 from ...longterm._partition import RecallDoc, Where
-from ...longterm.lexical import STOPWORDS, pick_terms, tokenize
+from ...longterm.lexical import STOPWORDS, bm25_idf, pick_terms, tokenize
 from ...longterm.ranking import DEFAULT_TUNING
 from ...longterm.recallstore import StoreHit, StoreQuery, StoreResult
 from .._longterm_codec import doc_from_json
@@ -121,7 +120,7 @@ def bm25(rows: Sequence[dict[bytes, bytes]], counts: dict[str, int], admitted: i
     tuning = DEFAULT_TUNING
     idf: dict[str, float] = {}
     for word, held in counts.items():
-        rarity = math.log(1.0 + (admitted - held + 0.5) / (held + 0.5)) if held else 0.0
+        rarity = bm25_idf(admitted, held)
         for term in tokenize(word):
             idf[term] = max(idf.get(term, 0.0), rarity)
     weight = tuning.context_weight  # of a previous-turn word, against a word of the document itself
