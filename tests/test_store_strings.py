@@ -112,8 +112,9 @@ def test_memory_closes_the_postgres_pool_it_opened() -> None:
 
 def test_memory_closes_the_redis_pool_it_opened() -> None:
     name = f"convmem-close-{uuid.uuid4().hex[:8]}"
-    memory = Memory(max_tokens=500, store=f"{REDIS_URL}?client_name={name}")
+    memory = Memory(max_tokens=500, store=f"{REDIS_URL}?client_name={name}", user_id=name)
     memory.add({"role": "user", "content": f"hello {name}"})
     assert _redis_clients(name) >= 1
+    memory.store.delete_session(memory.session_id, user_id=name)  # type: ignore[attr-defined]  # leave nothing
     memory.close()
     assert _redis_clients(name) == 0
