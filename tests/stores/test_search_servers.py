@@ -18,8 +18,10 @@ import psycopg
 import pytest
 import redis
 
+from convmem.longterm._partition import Where
 from convmem.longterm.embedders import HashingEmbedder
 from convmem.longterm.recall import RecallDoc, RecallIndex
+from convmem.longterm.recallstore import StoreQuery
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.postgres.longterm import PostgresRecallStore
 from convmem.stores.redis import RedisStore
@@ -164,6 +166,44 @@ def test_filters_apply_in_the_server(server: Server) -> None:
             got = remote.search("note", user_id="alice", k=100, mode=mode, **filters)  # type: ignore[arg-type]
             want = local.search("note", user_id="alice", k=100, mode=mode, **filters)  # type: ignore[arg-type]
             assert {h.doc for h in got} == {h.doc for h in want}, (filters, mode)
+
+
+def test_fusion_population_is_exactly_what_the_filters_admit(server: Server) -> None:
+    """Hybrid fusion weighs each retriever by how many documents the filters admit; the server counts them
+    (from the kept per-user count, less the window's rows, when only the window is left out)."""
+    store = server.open()
+    docs = corpus(["alice", "bob"], per_user=36)
+    recall = RecallIndex(store=store, embedder=HashingEmbedder(64))
+    recall.add(docs)
+    vector = HashingEmbedder(64).embed(["note"])[0]
+    cases = [
+        Where(),
+        Where(exclude_session="s1", exclude_from=4),
+        Where(exclude_session="s1", exclude_from=0),
+        Where(exclude_session="s9", exclude_from=0),
+        Where(exclude_session="s2", exclude_from=99),
+        Where(roles=["user"], exclude_session="s2", exclude_from=0),
+        Where(sessions=["s0"], exclude_session="s0", exclude_from=6),
+        Where(since=T0 + timedelta(hours=10), until=T0 + timedelta(hours=20), exclude_session="s1", exclude_from=0),
+    ]
+    for where in cases:
+        for user in ("alice", "bob", "nobody"):
+            want = sum(1 for d in docs if d.user_id == user and _admits(where, d))
+            query = StoreQuery(user, where, 10, text="note", model=HashingEmbedder(64).name, vector=vector)
+            assert store.search(query).admitted == want, (where, user)
+
+
+def _admits(where: Where, doc: RecallDoc) -> bool:
+    if where.sessions is not None and doc.session_id not in where.sessions:
+        return False
+    if where.since is not None and doc.created_at < where.since:
+        return False
+    if where.until is not None and doc.created_at >= where.until:
+        return False
+    if where.roles is not None and doc.role not in where.roles:
+        return False
+    left_out = doc.session_id == where.exclude_session and doc.seq >= (where.exclude_from or 0)
+    return not (where.exclude_session is not None and left_out)
 
 
 def test_vectors_missing_at_archive_are_embedded_by_a_later_process(server: Server) -> None:

@@ -204,7 +204,24 @@ def _distance(vs: str, dim: int) -> str:
     return f"v.embedding::{typ} OPERATOR({ident(vs)}.<=>) %(q)s::{typ}"
 
 
-def search_sql(vs: str | None, model: str | None, dim: int, lexical: bool, filters: str) -> str:
+KEPT_COUNT = "coalesce((SELECT docs FROM recall_user_counts WHERE user_key = %(user)s), 0)"
+# The recall block leaves out the live window on every turn: that filter alone admits the kept count less
+# the window's rows, read through the (user, session) index instead of counting all of the user's rows.
+WINDOW_ROWS = (
+    "(SELECT count(*) FROM recall_docs d WHERE d.user_key = %(user)s AND d.session_id = %(xs)s AND d.seq >= %(xf)s)"
+)
+
+
+def admitted_sql(filters: str, window_only: bool) -> str:
+    """How many of the user's documents the filters admit."""
+    if not filters:  # every document of the user: the kept count, not a scan of the user's rows
+        return f"SELECT {KEPT_COUNT} AS n"
+    if window_only:
+        return f"SELECT {KEPT_COUNT} - {WINDOW_ROWS} AS n"
+    return f"SELECT count(*) AS n FROM recall_docs d WHERE d.user_key = %(user)s{filters}"
+
+
+def search_sql(vs: str | None, model: str | None, dim: int, lexical: bool, filters: str, window_only: bool) -> str:
     """One statement: both retrievers' candidates, the cosine of each, their documents, the admitted count.
 
     Rows: the document columns, its lexical score, its distance if the walk found it, its cosine, and
@@ -213,12 +230,7 @@ def search_sql(vs: str | None, model: str | None, dim: int, lexical: bool, filte
     """
     # Only fusion needs the admitted count; a single retriever's ranking does not pay for it.
     both = lexical and vs is not None and model is not None
-    if not both:
-        count = "SELECT 0 AS n"
-    elif filters:
-        count = f"SELECT count(*) AS n FROM recall_docs d WHERE d.user_key = %(user)s{filters}"
-    else:  # every document of the user is admitted: the kept count, not a scan of the user's rows
-        count = "SELECT coalesce((SELECT docs FROM recall_user_counts WHERE user_key = %(user)s), 0) AS n"
+    count = admitted_sql(filters, window_only) if both else "SELECT 0 AS n"
     ctes = [f"adm AS ({count})"]
     if lexical:
         ctes.append(
@@ -273,7 +285,7 @@ LAST = f"""
     SELECT {DOC_COLUMNS} FROM recall_docs d WHERE d.user_key = %(user)s AND d.session_id = %(session)s
     ORDER BY d.seq DESC, d.number DESC LIMIT 1
 """
-COUNT = "SELECT coalesce((SELECT docs FROM recall_user_counts WHERE user_key = %(user)s), 0)"
+COUNT = f"SELECT {KEPT_COUNT}"
 
 
 def doc_of(row: Sequence[Any], user_id: str | None) -> RecallDoc:
@@ -295,7 +307,10 @@ def search(vs: str | None, query: StoreQuery, words: str | None) -> Flow[StoreRe
     dim = len(query.vector) if dense else 0
     if dense:
         params["q"] = texts(query.vector)[0]
-    rows = yield Query(search_sql(vs, query.model if dense else None, dim, words is not None, filters), params)
+    w = query.where
+    window_only = w.exclude_session is not None and (w.sessions, w.since, w.until, w.roles) == (None,) * 4
+    sql = search_sql(vs, query.model if dense else None, dim, words is not None, filters, window_only)
+    rows = yield Query(sql, params)
     admitted = int(rows[-1][-1])  # the last row carries only the count
     found = [r for r in rows if r[0] is not None]
     lexical = sorted((r for r in found if r[9] is not None), key=lambda r: (-r[9], r[0]))
