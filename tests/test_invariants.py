@@ -27,6 +27,7 @@ event = st.one_of(
     st.tuples(st.just("assistant"), text),
     st.tuples(st.just("system"), text),
     st.tuples(st.just("tools"), st.lists(st.one_of(text, huge_text), min_size=1, max_size=4)),
+    st.tuples(st.just("tool_image"), text),  # a tool result with an image renders as two Chat messages
 )
 
 config = st.one_of(
@@ -50,6 +51,11 @@ def to_messages(events: list[tuple[Any, ...]]) -> list[list[Message]]:
             steps.extend(
                 [Message(role="tool", tool_call_id=c.id, content=r)] for c, r in zip(calls, ev[1], strict=True)
             )
+        elif kind == "tool_image":
+            call = ToolCall(f"call_{index}_0", "screenshot", "{}")
+            image = ImagePart(url="https://example.com/s.png", detail="low", width=64, height=64)
+            steps.append([Message(role="assistant", tool_calls=(call,))])
+            steps.append([Message(role="tool", tool_call_id=call.id, content=(TextPart(ev[1]), image))])
         elif kind == "image":
             image = ImagePart(url="https://example.com/a.png", detail="low", width=ev[2], height=ev[3])
             steps.append([Message(role="user", content=(TextPart(ev[1]), image))])
@@ -104,6 +110,9 @@ def test_invariants_hold_after_every_add(
         # 3. Within budget, exactly: the model's counter agrees with the account.
         assert ctx.tokens == independent_total(ctx.messages)
         assert ctx.tokens + ctx.account.reserved_output <= budget
+        # The window's count of messages without a cached Chat dict, kept as they come and go.
+        window = memory._core.window
+        assert window.unrendered == sum(r is None for r in window.rendered)
         # 5. Deterministic: the same inputs give the same context.
         assert twin.context().messages == ctx.messages
     stored_text = [m.content for m in memory.messages()]

@@ -299,7 +299,7 @@ class MemoryCore:
             on_overflow=self.on_overflow,
             evicted=self.evicted(),
             # A tool result with images renders as two Chat messages: no per-message cache then.
-            render_openai=to_openai if None not in self.window.rendered else None,
+            render_openai=to_openai if not self.window.unrendered else None,
             previous=self.previous if track else None,
             cache_breakpoints=self.cache_breakpoints,
         )

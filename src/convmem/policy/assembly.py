@@ -268,7 +268,10 @@ def assemble(
         messages += [render_openai(m) for m in head[len(pinned_messages) :]]
         offset = len(messages)
         end = len(window.rendered) - (len(pending.entries) if pending is not None else 0)
-        messages += islice(window.rendered, end - n_window, end)  # type: ignore[arg-type]
+        if n_window == end == len(window.rendered):  # the whole window: extending from the deque skips islice
+            messages += window.rendered  # type: ignore[arg-type]
+        else:
+            messages += islice(window.rendered, end - n_window, end)  # type: ignore[arg-type]
         if carrier is not None and in_window:
             messages[offset + n_window - after.entries_after_carrier - 1] = render_openai(carrier.augmented)
         if input_messages:

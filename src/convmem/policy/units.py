@@ -147,13 +147,16 @@ def _check_against(last: Unit | None, message: Message) -> None:
 class Window:
     """The active units, newest last, with running token and message totals."""
 
-    __slots__ = ("messages", "pinned", "pinned_tokens", "rendered", "tokens", "units", "user_units")
+    __slots__ = ("messages", "pinned", "pinned_tokens", "rendered", "tokens", "units", "unrendered", "user_units")
 
     def __init__(self) -> None:
         self.units: deque[Unit] = deque()
         # The rendered OpenAI dicts of the window messages, flat and in order, so that
         # assembling an OpenAI context is a C-level slice rather than a Python loop.
         self.rendered: deque[dict[str, Any] | None] = deque()
+        # How many of them are None (a message that renders as more than one Chat message): assembly
+        # copies the cache only when there is none, and asking the deque would be a scan per context.
+        self.unrendered = 0
         self.pinned: list[Entry] = []
         self.tokens = 0
         self.messages = 0
@@ -211,6 +214,7 @@ class Window:
         self.tokens += entry.tokens
         self.messages += 1
         self.rendered.append(entry.rendered)
+        self.unrendered += entry.rendered is None
         if message.role == "tool":
             unit = self.units[-1]
             unit.entries.append(entry)
@@ -248,6 +252,7 @@ class Window:
                 if entry.carried is not None:
                     return False
                 extra = tokens - entry.tokens
+                self.unrendered += (rendered is None) - (entry.rendered is None)
                 entry.carried, entry.tokens, entry.extra, entry.rendered = message, tokens, extra, rendered
                 unit.tokens += extra
                 self.tokens += extra
@@ -262,7 +267,8 @@ class Window:
         unit = self.units.popleft()
         popleft = self.rendered.popleft
         for _ in unit.entries:
-            popleft()
+            if popleft() is None:
+                self.unrendered -= 1
         self.tokens -= unit.tokens
         self.messages -= len(unit.entries)
         if unit.kind == "user":
@@ -273,7 +279,8 @@ class Window:
         unit = self.units.pop()
         pop = self.rendered.pop
         for _ in unit.entries:
-            pop()
+            if pop() is None:
+                self.unrendered -= 1
         self.tokens -= unit.tokens
         self.messages -= len(unit.entries)
         if unit.kind == "user":
@@ -289,7 +296,8 @@ class Window:
             return
         self.tokens -= entry.tokens
         self.messages -= 1
-        self.rendered.pop()
+        if self.rendered.pop() is None:
+            self.unrendered -= 1
         unit = self.units[-1]
         if message.role == "tool":
             unit.entries.pop()
@@ -304,6 +312,7 @@ class Window:
         """Undo :meth:`pop_oldest`: ``unit`` becomes the oldest unit again."""
         self.units.appendleft(unit)
         self.rendered.extendleft(reversed([entry.rendered for entry in unit.entries]))
+        self.unrendered += sum(entry.rendered is None for entry in unit.entries)
         self.tokens += unit.tokens
         self.messages += len(unit.entries)
         if unit.kind == "user":
