@@ -203,6 +203,9 @@ class Placed(NamedTuple):
         return self.stable_tokens + self.turn_tokens + self.user_tokens
 
 
+NOTHING_PLACED = Placed(None, None, None, None, None, 0, 0, 0)
+
+
 class Carrier(NamedTuple):
     """The latest user message: an input (``seq`` None, ``where`` its index) or a window message (in unit ``where``)."""
 
@@ -248,6 +251,8 @@ def place_blocks(
     target: tuple[Any, ...] | None,
 ) -> Placed:
     """Render ``blocks`` where they go (see the module docstring) and count the tokens they add."""
+    if not blocks:
+        return NOTHING_PLACED
     stable = [b for b in blocks if b.position != "user" and not b.per_turn]
     turn = [b for b in blocks if b.position != "user" and b.per_turn]
     stable_message = Message(role="system", content=template(stable)) if stable else None
