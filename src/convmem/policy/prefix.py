@@ -75,10 +75,14 @@ def reused(previous: Layout | None, current: Layout, window_tokens: int, after: 
     if previous is None:
         return 0
     total = 0
-    for (key_a, tokens_a), (key_b, tokens_b) in zip(previous.system, current.system, strict=True):
-        if key_a != key_b or tokens_a != tokens_b:
-            return total
-        total += tokens_b
+    if previous.system == current.system:  # the common case, compared in C
+        for _, tokens in current.system:
+            total += tokens
+    else:
+        for (key_a, tokens_a), (key_b, tokens_b) in zip(previous.system, current.system, strict=True):
+            if key_a != key_b or tokens_a != tokens_b:
+                return total
+            total += tokens_b
     if current.first is None or previous.first != current.first or previous.last is None or current.last is None:
         return total
     same_carrier = previous.carrier == current.carrier and previous.user_text == current.user_text
@@ -114,23 +118,23 @@ def stable_marks(
         carrier: where the message before the one carrying the user blocks ends, if any.
         end: where the request ends.
     """
-    marks: list[tuple[int, int]] = []
     if per_turn_system:
-        marks.append(system_end)
+        marks: tuple[tuple[int, int], ...] = (system_end, system_end, pinned)
     elif carrier is not None:
-        marks.append(carrier)
-        if carrier[1] < end[1] - 1:  # a tool loop after the carrier: the next call resends all of it
-            marks.append(end)
+        # A tool loop after the carrier: the next call resends all of it.
+        marks = (carrier, end, system_end, pinned) if carrier[1] < end[1] - 1 else (carrier, system_end, pinned)
     else:
-        marks.append(end)
-    marks += [system_end, pinned]
-    seen: set[int] = set()
+        marks = (end, system_end, pinned)
+    seen: list[int] = []  # at most four marks: a list beats a set here
     out = []
-    for offset, index in marks:
-        if index >= 0 and offset > 0 and index not in seen:
-            seen.add(index)
-            out.append((offset, index))
-    return Stable(tuple(out), tuple(sorted({offset for offset, _ in out})))
+    for mark in marks:
+        if mark[1] >= 0 and mark[0] > 0 and mark[1] not in seen:
+            seen.append(mark[1])
+            out.append(mark)
+    offsets = [offset for offset, _ in out]
+    if len(offsets) > 1:
+        offsets = sorted(set(offsets))
+    return Stable(tuple(out), tuple(offsets))
 
 
 class WindowTail:
@@ -174,7 +178,7 @@ def describe(
     """The layout and the breakpoints of a context sent in the order pinned, stable blocks, summary,
     per-turn system blocks, window (``n_window`` messages), inputs, trailing user blocks."""
     carrier = placed.carrier
-    input_tokens = sum(t for _, t in inputs)
+    input_tokens = sum([t for _, t in inputs]) if inputs else 0
     layout = Layout(
         (
             pinned,
