@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ...errors import ConfigurationError
@@ -308,7 +309,8 @@ def search(vs: str | None, query: StoreQuery, words: str | None) -> Flow[StoreRe
     if dense:
         params["q"] = texts(query.vector)[0]
     w = query.where
-    window_only = w.exclude_session is not None and (w.sessions, w.since, w.until, w.roles) == (None,) * 4
+    # Derived from the dataclass, so a filter added to Where later can never be taken for "window only".
+    window_only = w.exclude_session is not None and replace(w, exclude_session=None, exclude_from=None) == Where()
     sql = search_sql(vs, query.model if dense else None, dim, words is not None, filters, window_only)
     rows = yield Query(sql, params)
     admitted = int(rows[-1][-1])  # the last row carries only the count
