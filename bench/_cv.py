@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from _locomo import CATEGORIES, archive, evidence_ids, names_month_or_year
-from convmem.longterm.ranking import Tuning
-from convmem.longterm.recall import RecallIndex
+from convmem.longterm.recall.index import RecallIndex
+from convmem.longterm.recall.ranking import Tuning
 from convmem.stores.sqlite.longterm import SQLiteRecallStore
 
 KS = (1, 5, 10, 25)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from convmem import Memory, Message
-from convmem.longterm.recall import RecallIndex
+from convmem.longterm.recall.index import RecallIndex
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
@@ -171,7 +171,7 @@ def make_embedder(name: str) -> Any:
     """``minilm`` (cached all-MiniLM-L6-v2), ``hashing`` or ``none``."""
     if name == "none":
         return None
-    from convmem.longterm.embedders import HashingEmbedder, SentenceTransformerEmbedder
+    from convmem.longterm.recall.embedders import HashingEmbedder, SentenceTransformerEmbedder
 
     if name == "hashing":
         return HashingEmbedder(384)

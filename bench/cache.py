@@ -167,7 +167,7 @@ class SentenceFacts:
     pattern = re.compile(r"\b(I am|I'm|I have|I've|I like|I love|my)\b", re.IGNORECASE)
 
     def extract(self, messages: Sequence[Any], facts: Sequence[Any], *, user_id: str | None = None) -> list[Any]:
-        from convmem.longterm.facts import FactAdd
+        from convmem.longterm.facts.model import FactAdd
 
         out = []
         for message in messages:

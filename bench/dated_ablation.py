@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from _cv import Config, Evaluator, figures
 from _locomo import load, make_embedder
-from convmem.longterm.ranking import DEFAULT_TUNING
+from convmem.longterm.recall.ranking import DEFAULT_TUNING
 
 FOLD_WEIGHTS = {"conv-26": 1.0, "conv-30": 1.5, "conv-41": 1.0, "conv-42": 1.0, "conv-43": 1.5}
 

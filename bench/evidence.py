@@ -47,8 +47,8 @@ from convmem import Memory, Message
 from convmem.formats import as_message
 from convmem.llm import ExtractiveSummarizer
 from convmem.longterm import RecallBlock
-from convmem.longterm.dynamic import DEFAULT_K, DEFAULT_SHARE
-from convmem.longterm.recall import RecallIndex
+from convmem.longterm.recall.block import DEFAULT_K, DEFAULT_SHARE
+from convmem.longterm.recall.index import RecallIndex
 from convmem.tokens import TokenCounter, counter_for
 
 BUDGETS = (4000, 8000)

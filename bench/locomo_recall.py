@@ -42,9 +42,9 @@ import numpy as np
 
 from _cv import Config, CVResult, Evaluator, cross_validate
 from _locomo import CATEGORIES, LOCOMO, load, make_embedder, turns
-from convmem.longterm._partition import RecallDoc
-from convmem.longterm.ranking import DEFAULT_TUNING, Tuning
-from convmem.longterm.recall import RecallIndex
+from convmem.longterm.recall._partition import RecallDoc
+from convmem.longterm.recall.index import RecallIndex
+from convmem.longterm.recall.ranking import DEFAULT_TUNING, Tuning
 from convmem.stores.sqlite.longterm import SQLiteRecallStore
 
 ANCHOR = {"R@5": 58.8, "R@10": 67.5, "R@25": 79.9}

@@ -69,8 +69,8 @@ def archive(size: int, seed: int = 7) -> tuple[list[Any], Any]:
     """The documents (RecallDoc) and their vectors."""
     from datetime import datetime, timedelta, timezone
 
-    from convmem.longterm.embedders import HashingEmbedder
-    from convmem.longterm.recall import RecallDoc
+    from convmem.longterm.recall.embedders import HashingEmbedder
+    from convmem.longterm.recall.index import RecallDoc
 
     turns, _ = locomo()
     base = HashingEmbedder(DIM).embed(turns)
@@ -134,7 +134,7 @@ def build(
     path: str, urls: dict[str, str], where: Path, size: int, queries: int, bulk: bool, lexical_only: bool
 ) -> dict[str, Any]:
     """Write the archive through the store; save the queries and their exact answers for the query process."""
-    from convmem.longterm.embedders import HashingEmbedder
+    from convmem.longterm.recall.embedders import HashingEmbedder
 
     docs, vectors = archive(size)
     drop(path, urls, where)
@@ -177,8 +177,8 @@ def drop_hnsw(url: str) -> None:
 
 
 def query(path: str, urls: dict[str, str], where: Path, lexical_only: bool) -> dict[str, Any]:
-    from convmem.longterm.embedders import HashingEmbedder
-    from convmem.longterm.recall import RecallIndex
+    from convmem.longterm.recall.embedders import HashingEmbedder
+    from convmem.longterm.recall.index import RecallIndex
 
     spec = json.loads((where / "queries.json").read_text())
     store = open_store(path, urls, where)

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from _cv import KS  # noqa: E402
 from _locomo import archive, evidence_ids  # noqa: E402
-from convmem.longterm.embedders import HashingEmbedder  # noqa: E402
-from convmem.longterm.recall import RecallIndex  # noqa: E402
+from convmem.longterm.recall.embedders import HashingEmbedder  # noqa: E402
+from convmem.longterm.recall.index import RecallIndex  # noqa: E402
 from search import LOCOMO, PG_URL, drop, open_store  # noqa: E402
 
 

@@ -50,7 +50,7 @@ import psycopg
 import redis
 
 from convmem import Memory, Message
-from convmem.longterm.recall import RecallDoc
+from convmem.longterm.recall.index import RecallDoc
 from convmem.stores import PostgresStore, RedisStore, SQLiteStore
 from convmem.stores.postgres.longterm import PostgresRecallStore
 from convmem.stores.sqlite.longterm import SQLiteRecallStore

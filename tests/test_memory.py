@@ -384,8 +384,8 @@ def test_unknown_strategy_and_bad_options_are_configuration_errors() -> None:
 def test_plain_dict_fast_path_equals_the_format_parser() -> None:
     from datetime import datetime, timezone
 
-    from convmem._intake import parse_all
     from convmem.formats import parse_message
+    from convmem.memory._intake import parse_all
 
     now = datetime.now(timezone.utc)
     for role in ("user", "assistant", "system", "developer"):

@@ -242,7 +242,7 @@ def test_stats_context_tokens_is_what_context_reports(scenario: str, format: str
 @pytest.mark.parametrize("format", ["openai", "anthropic", "responses"])
 def test_names_never_stop_a_memory_context_and_the_renderer_hint_can_be_followed(format: str) -> None:
     from convmem.formats import as_message
-    from convmem.formats.anthropic import to_anthropic
+    from convmem.formats.anthropic._render import to_anthropic
 
     memory = Memory("gpt-4o", max_tokens=2000)
     memory.add({"role": "user", "content": "hi", "name": "alice"})

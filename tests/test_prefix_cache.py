@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem import Memory
-from convmem.formats import _breakpoints
+from convmem.formats.anthropic import _marks as _breakpoints
 from convmem.longterm import StaticBlock
-from convmem.longterm.blocks import Turn
+from convmem.longterm.blocks.base import Turn
 from convmem.messages import Message, TextPart
 
 from ._quick import examples
@@ -269,7 +269,7 @@ def test_the_callers_own_cache_control_marks_count_toward_the_limit_of_four() ->
 
 
 def test_mark_puts_cache_control_on_the_last_rendered_block() -> None:
-    from convmem.formats.anthropic import to_anthropic
+    from convmem.formats.anthropic._render import to_anthropic
     from convmem.messages import ToolCall
 
     text = _breakpoints.mark(Message(role="user", content="hi"))
@@ -306,7 +306,7 @@ def test_reused_counts_the_prefix_shared_with_the_previous_context_of_the_same_f
 
 def test_eviction_keeps_room_for_the_blocks_claim() -> None:
     from convmem.longterm import RecallBlock
-    from convmem.longterm.recall import RecallIndex
+    from convmem.longterm.recall.index import RecallIndex
 
     index = RecallIndex()
     memory = Memory(model="gpt-4o", max_tokens=1500, blocks=[RecallBlock(index, share=0.2)], sinks=[index], user_id="u")

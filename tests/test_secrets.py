@@ -126,7 +126,7 @@ def test_the_llm_clients_never_show_the_key(echo_url: str, caplog: pytest.LogCap
 
 def test_the_embedder_never_shows_the_key(echo_url: str, caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("httpx")
-    from convmem.longterm.embedders import OpenAIEmbedder
+    from convmem.longterm.recall.embedders import OpenAIEmbedder
 
     embedder = OpenAIEmbedder(base_url=echo_url, api_key=KEY, dim=4)
     _clean(repr(embedder), embedder.endpoint)

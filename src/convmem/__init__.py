@@ -44,10 +44,11 @@ from .messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCal
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
-    from .longterm.blocks import Block, CallableBlock, StaticBlock, WorkingBlock
-    from .longterm.dynamic import FactsBlock, RecallBlock
-    from .longterm.factbook import AsyncFacts, Facts
-    from .longterm.recall import RecallIndex
+    from .longterm.blocks.base import Block, CallableBlock, StaticBlock, WorkingBlock
+    from .longterm.facts.block import FactsBlock
+    from .longterm.facts.book import AsyncFacts, Facts
+    from .longterm.recall.block import RecallBlock
+    from .longterm.recall.index import RecallIndex
     from .memory import AsyncMemory, Memory
     from .policy.context import Context, LeftOut
     from .policy.repair import repair_messages
@@ -76,11 +77,11 @@ _LAZY = {
     "CallableBlock": "longterm.blocks",
     "StaticBlock": "longterm.blocks",
     "WorkingBlock": "longterm.blocks",
-    "FactsBlock": "longterm.dynamic",
-    "RecallBlock": "longterm.dynamic",
-    "AsyncFacts": "longterm.factbook",
-    "Facts": "longterm.factbook",
-    "RecallIndex": "longterm.recall",
+    "FactsBlock": "longterm.facts.block",
+    "RecallBlock": "longterm.recall.block",
+    "AsyncFacts": "longterm.facts.book",
+    "Facts": "longterm.facts.book",
+    "RecallIndex": "longterm.recall.index",
     "AsyncMemoryStore": "stores.memory",
     "MemoryStore": "stores.memory",
     "TokenCounter": "tokens",

@@ -9,7 +9,7 @@ import pytest
 
 from convmem.errors import LLMError
 from convmem.llm import OpenAICompatibleQueryRewriter
-from convmem.longterm.recall import RecallDoc, RecallIndex
+from convmem.longterm.recall.index import RecallDoc, RecallIndex
 
 from .conftest import API_KEY, FAST
 from .server import ChatServer, Reply
@@ -96,7 +96,7 @@ def test_fenced_and_thinking_replies_are_read(server: ChatServer) -> None:
 
 
 def test_dense_search_does_not_call_the_rewriter(server: ChatServer) -> None:
-    from convmem.longterm.embedders import HashingEmbedder
+    from convmem.longterm.recall.embedders import HashingEmbedder
 
     recall = RecallIndex(embedder=HashingEmbedder(32), rewriter=rewriter(server))
     recall.add(DOCS)

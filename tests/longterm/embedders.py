@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from convmem.longterm.embedders import HashingEmbedder
+from convmem.longterm.recall.embedders import HashingEmbedder
 
 
 class FlakyEmbedder:

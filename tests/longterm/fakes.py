@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from convmem import Message
 from convmem.errors import LLMError
-from convmem.longterm.facts import Fact, FactAdd, FactInvalidate, FactOperation, FactUpdate
+from convmem.longterm.facts.model import Fact, FactAdd, FactInvalidate, FactOperation, FactUpdate
 
 _REMEMBER = re.compile(r"remember (\w+) = (.+)")
 _FORGET = re.compile(r"forget (\w+)")

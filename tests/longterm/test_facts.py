@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from convmem import Memory, Message
 from convmem.errors import ConflictError, LLMError
-from convmem.longterm._factplan import FactChanges
-from convmem.longterm.factbook import AsyncFacts, Facts
-from convmem.longterm.facts import Fact, FactAdd, FactInvalidate, FactStore
-from convmem.longterm.factstore import MemoryFactStore
+from convmem.longterm.facts._plan import FactChanges
+from convmem.longterm.facts.book import AsyncFacts, Facts
+from convmem.longterm.facts.model import Fact, FactAdd, FactInvalidate, FactStore
+from convmem.longterm.facts.store import MemoryFactStore
 from convmem.stores.files.longterm import FileFactStore
 from convmem.stores.sqlite.longterm import SQLiteFactStore
 
@@ -130,7 +130,7 @@ def test_store_refuses_to_end_a_fact_twice(store: FactStore) -> None:
     fact = facts.add("x", user_id="u")
     stale = facts.store.list_facts(user_id="u", open_only=True)
     facts.invalidate(fact.id, user_id="u", reason="first")
-    from convmem.longterm._factplan import plan_changes
+    from convmem.longterm.facts._plan import plan_changes
 
     late = plan_changes([FactInvalidate(fact.id, "second")], stale, user_id="u", session_id=None, now=T0)
     with pytest.raises(ConflictError, match="already ended"):

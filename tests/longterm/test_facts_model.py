@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from convmem.longterm.facts import Fact, FactAdd, FactInvalidate, FactUpdate, normalize
+from convmem.longterm.facts.model import Fact, FactAdd, FactInvalidate, FactUpdate, normalize
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

@@ -19,8 +19,8 @@ sys.path.insert(0, str(BENCH))
 
 import _locomo  # noqa: E402
 from convmem.longterm import RecallBlock  # noqa: E402
-from convmem.longterm.ranking import DEFAULT_TUNING  # noqa: E402
-from convmem.longterm.recall import RecallIndex  # noqa: E402
+from convmem.longterm.recall.index import RecallIndex  # noqa: E402
+from convmem.longterm.recall.ranking import DEFAULT_TUNING  # noqa: E402
 
 needs_locomo = pytest.mark.skipif(not _locomo.LOCOMO.exists(), reason=f"LoCoMo not found at {_locomo.LOCOMO}")
 

@@ -12,11 +12,11 @@ import pytest
 from convmem import Memory
 from convmem.errors import ConflictError, StoreError
 from convmem.longterm import WorkingBlock
-from convmem.longterm.blockstore import BlockStore, MemoryBlockStore
-from convmem.longterm.embedders import HashingEmbedder
-from convmem.longterm.factbook import Facts
-from convmem.longterm.ranking import Tuning
-from convmem.longterm.recall import RecallDoc, RecallIndex
+from convmem.longterm.blocks.store import BlockStore, MemoryBlockStore
+from convmem.longterm.facts.book import Facts
+from convmem.longterm.recall.embedders import HashingEmbedder
+from convmem.longterm.recall.index import RecallDoc, RecallIndex
+from convmem.longterm.recall.ranking import Tuning
 from convmem.stores.files import FileStore
 from convmem.stores.files.longterm import FileBlockStore, FileFactStore, FileRecallStore
 from convmem.stores.sqlite import SQLiteStore

@@ -13,10 +13,10 @@ import pytest
 
 from convmem.errors import ConfigurationError
 from convmem.longterm import RecallBlock
-from convmem.longterm.blocks import Turn
-from convmem.longterm.embedders import HashingEmbedder
-from convmem.longterm.ranking import Tuning, dense_steps, lexical_signals
-from convmem.longterm.recall import RecallDoc, RecallIndex
+from convmem.longterm.blocks.base import Turn
+from convmem.longterm.recall.embedders import HashingEmbedder
+from convmem.longterm.recall.index import RecallDoc, RecallIndex
+from convmem.longterm.recall.ranking import Tuning, dense_steps, lexical_signals
 from convmem.stores.sqlite.longterm import SQLiteRecallStore
 
 T0 = datetime(2023, 6, 27, 10, 0, tzinfo=timezone.utc)

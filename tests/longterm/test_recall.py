@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from convmem import Memory, Message
 from convmem.errors import ConfigurationError, LLMError
-from convmem.longterm.embedders import HashingEmbedder
-from convmem.longterm.fusion import rrf, zscore
-from convmem.longterm.lexical import BM25Index, stem, tokenize
-from convmem.longterm.recall import Keys, RecallDoc, RecallIndex
+from convmem.longterm.recall.embedders import HashingEmbedder
+from convmem.longterm.recall.fusion import rrf, zscore
+from convmem.longterm.recall.index import Keys, RecallDoc, RecallIndex
+from convmem.longterm.recall.lexical import BM25Index, stem, tokenize
 
 from .._quick import examples
 from .embedders import FlakyEmbedder
@@ -228,7 +228,7 @@ def test_fusion() -> None:
 def test_hashing_embedder_is_deterministic_across_processes() -> None:
     here = HashingEmbedder(16).embed(["the puppy ran"])
     code = (
-        "from convmem.longterm.embedders import HashingEmbedder\n"
+        "from convmem.longterm.recall.embedders import HashingEmbedder\n"
         "print(HashingEmbedder(16).embed(['the puppy ran']).tolist())"
     )
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -237,7 +237,7 @@ def test_hashing_embedder_is_deterministic_across_processes() -> None:
 
 
 def test_missing_numpy_names_the_extra() -> None:
-    code = "import sys; sys.modules['numpy'] = None\nimport convmem.longterm.recall"
+    code = "import sys; sys.modules['numpy'] = None\nimport convmem.longterm.recall.index"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "pip install 'convmem[recall]'" in run.stderr
     plain = subprocess.run(
@@ -250,7 +250,7 @@ def test_missing_numpy_names_the_extra() -> None:
 
 
 def test_fact_enriched_keys_find_what_the_words_do_not_say() -> None:
-    from convmem.longterm.factbook import Facts
+    from convmem.longterm.facts.book import Facts
 
     from .fakes import RuleExtractor
 
@@ -273,7 +273,7 @@ def test_fact_enriched_keys_find_what_the_words_do_not_say() -> None:
 async def test_async_memory_feeds_the_same_sinks_and_blocks() -> None:
     from convmem import AsyncMemory
     from convmem.longterm import FactsBlock, RecallBlock
-    from convmem.longterm.factbook import AsyncFacts, Facts
+    from convmem.longterm.facts.book import AsyncFacts, Facts
 
     from .fakes import AsyncRuleExtractor
 

@@ -13,8 +13,8 @@ from convmem import Memory
 from convmem.errors import ConvmemError
 from convmem.formats.openai import from_openai
 from convmem.longterm import RecallBlock, StaticBlock
-from convmem.longterm.blocks import Turn
-from convmem.longterm.recall import RecallIndex
+from convmem.longterm.blocks.base import Turn
+from convmem.longterm.recall.index import RecallIndex
 from convmem.tokens import counter_for
 
 COUNTER = counter_for("gpt-4o")

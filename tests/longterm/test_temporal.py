@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convmem.longterm.temporal import asks_when, mentions, query_ranges
+from convmem.longterm.recall.temporal import asks_when, mentions, query_ranges
 
 SAID = datetime(2023, 6, 27, 10, 37, tzinfo=timezone.utc)  # a Tuesday
 

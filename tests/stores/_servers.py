@@ -39,7 +39,14 @@ def drop_schemas(schemas: set[str]) -> None:
     names = sorted(schemas)
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         for start in range(0, len(names), 10):  # ten to a statement: a module can leave hundreds
-            conn.execute(f"DROP SCHEMA IF EXISTS {', '.join(names[start : start + 10])} CASCADE".encode())
+            batch = names[start : start + 10]
+            try:
+                conn.execute(f"DROP SCHEMA IF EXISTS {', '.join(batch)} CASCADE".encode())
+            except psycopg.errors.OutOfMemory:
+                # Ten schemas' objects can overflow the server's lock table (max_locks_per_transaction
+                # x max_connections) while another worker drops its own: one schema to a statement then.
+                for name in batch:
+                    conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE".encode())
     schemas.clear()
 
 

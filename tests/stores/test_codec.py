@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem import InvalidMessageError, Message
-from convmem.stores.base import SessionState, SummaryRecord
+from convmem.session import SessionState, SummaryRecord
 from convmem.stores.codec import (
     decode_datetime,
     decode_message,

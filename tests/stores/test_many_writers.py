@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from convmem import Memory
-from convmem.formats.anthropic import to_anthropic
+from convmem.formats.anthropic._render import to_anthropic
 from convmem.formats.openai import to_openai
 from convmem.formats.responses import to_responses
 

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 from convmem.errors import ConflictError
-from convmem.longterm.blocks import WorkingBlock
-from convmem.longterm.blockstore import MemoryBlockStore
-from convmem.longterm.embedders import HashingEmbedder
-from convmem.longterm.factbook import Facts
-from convmem.longterm.factstore import MemoryFactStore
-from convmem.longterm.recall import RecallDoc, RecallIndex
+from convmem.longterm.blocks.base import WorkingBlock
+from convmem.longterm.blocks.store import MemoryBlockStore
+from convmem.longterm.facts.book import Facts
+from convmem.longterm.facts.store import MemoryFactStore
+from convmem.longterm.recall.embedders import HashingEmbedder
+from convmem.longterm.recall.index import RecallDoc, RecallIndex
 from convmem.stores.files.longterm import FileBlockStore, FileFactStore, FileRecallStore
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.postgres.longterm import PostgresBlockStore, PostgresFactStore, PostgresRecallStore

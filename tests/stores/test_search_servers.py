@@ -18,10 +18,10 @@ import psycopg
 import pytest
 import redis
 
-from convmem.longterm._partition import Where
-from convmem.longterm.embedders import HashingEmbedder
-from convmem.longterm.recall import RecallDoc, RecallIndex
-from convmem.longterm.recallstore import StoreQuery
+from convmem.longterm.recall._partition import Where
+from convmem.longterm.recall.embedders import HashingEmbedder
+from convmem.longterm.recall.index import RecallDoc, RecallIndex
+from convmem.longterm.recall.store import StoreQuery
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.postgres.longterm import PostgresRecallStore
 from convmem.stores.redis import RedisStore
@@ -223,7 +223,7 @@ def test_vectors_missing_at_archive_are_embedded_by_a_later_process(server: Serv
 
 def test_the_previous_turn_comes_from_the_server(server: Server) -> None:
     from convmem import Message
-    from convmem.stores.base import StoredMessage
+    from convmem.messages import StoredMessage
 
     def stored(seq: int, text: str) -> StoredMessage:
         return StoredMessage(seq, Message.trusted("user", text, f"m{seq}", T0), 1)

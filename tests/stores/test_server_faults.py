@@ -34,7 +34,7 @@ import pytest
 
 from convmem import Memory
 from convmem.errors import ConflictError, StoreError
-from convmem.stores.base import SessionState
+from convmem.session import SessionState
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.postgres import _ops as pg_ops
 from convmem.stores.redis import RedisStore

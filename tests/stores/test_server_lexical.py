@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from convmem.longterm import lexical
-from convmem.longterm.lexical import pick_terms
-from convmem.longterm.recall import RecallDoc
+from convmem.longterm.recall import lexical
+from convmem.longterm.recall.index import RecallDoc
+from convmem.longterm.recall.lexical import pick_terms
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.postgres.longterm import PostgresRecallStore
 from convmem.stores.sqlite.longterm import SQLiteRecallStore

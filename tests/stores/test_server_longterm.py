@@ -18,9 +18,9 @@ import pytest
 from convmem import Memory
 from convmem.errors import ConflictError
 from convmem.longterm import WorkingBlock
-from convmem.longterm.embedders import HashingEmbedder
-from convmem.longterm.factbook import Facts
-from convmem.longterm.recall import RecallDoc, RecallIndex
+from convmem.longterm.facts.book import Facts
+from convmem.longterm.recall.embedders import HashingEmbedder
+from convmem.longterm.recall.index import RecallDoc, RecallIndex
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.postgres.longterm import PostgresBlockStore, PostgresFactStore, PostgresRecallStore
 from convmem.stores.redis import RedisStore

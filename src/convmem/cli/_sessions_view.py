@@ -12,9 +12,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..messages import AudioPart, FilePart, ImagePart, Message, TextPart
+from ..messages import AudioPart, FilePart, ImagePart, Message, StoredMessage, TextPart
 from ..policy.context import Context
-from ..stores.base import SessionInfo, SessionState, StoredMessage, status_of
+from ..session import SessionInfo, SessionState, status_of
 
 __all__ = ["info_panel", "message_table", "sessions_table", "unique_prefixes"]
 

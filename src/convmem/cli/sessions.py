@@ -34,8 +34,8 @@ from rich.markup import escape
 
 from ..errors import ConvmemError, SessionNotFoundError, StoreError
 from ..memory import Memory
+from ..messages import StoredMessage
 from ..stores import SessionStore, SQLiteStore, open_store
-from ..stores.base import StoredMessage
 from ..stores.sqlite._db import default_path
 from ._hints import local_path, store_flags
 from ._sessions_view import info_panel, message_table, sessions_table

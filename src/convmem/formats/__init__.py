@@ -26,11 +26,11 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from ..errors import ConfigurationError, InvalidMessageError
 from ..messages import PINNED_ROLES, Message
-from ._anthropic_parse import from_anthropic as _anthropic_messages
 from ._replies import parse_reply
 from ._sdk import is_sdk_object, sdk_dict
 from ._sent import sent_extras
-from .anthropic import AnthropicRequest, from_anthropic, to_anthropic
+from .anthropic._parse import from_anthropic as _anthropic_messages
+from .anthropic._render import AnthropicRequest, from_anthropic, to_anthropic
 from .openai import from_openai, from_openai_messages, to_openai_messages
 from .responses import from_responses, to_responses
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from ..errors import InvalidMessageError
 from ..messages import Message
-from ._anthropic_parse import from_anthropic
 from ._common import listing, mapping
 from ._sdk import is_sdk_object
+from .anthropic._parse import from_anthropic
 from .openai import from_openai
 from .responses import from_responses
 

@@ -11,8 +11,8 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from .._facade import InputLike
 from ..memory import AsyncMemory, Memory
+from ..memory._base import InputLike
 from ..messages import Message
 from ..policy.context import Context
 

@@ -37,7 +37,7 @@ from typing import Any, cast
 from ..errors import ConfigurationError, SessionNotFoundError
 from ..formats import parse_messages, render
 from ..memory import AsyncMemory
-from ..stores.base import LoadedSession
+from ..session import LoadedSession
 from . import missing
 from ._bridge import AnyMemory, aadd_many, aclear, acontext, detached
 

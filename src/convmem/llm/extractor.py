@@ -44,7 +44,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigurationError, LLMError
-from ..longterm.facts import Fact, FactAdd, FactInvalidate, FactOperation, FactUpdate
+from ..longterm.facts.model import Fact, FactAdd, FactInvalidate, FactOperation, FactUpdate
 from ..messages import Message
 from ..usage import ModelUsage
 from ._render import render

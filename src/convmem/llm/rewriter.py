@@ -2,7 +2,7 @@
 
 Recall's default path has no LLM at query time. This one adds a chat model before the search: it
 reads the question and answers with JSON ``{"queries": [...]}`` (strings: synonyms, the names and
-things the answer would mention, dates as "Month YYYY"). :class:`~convmem.longterm.recall.RecallIndex`
+things the answer would mention, dates as "Month YYYY"). :class:`~convmem.longterm.recall.index.RecallIndex`
 adds their words to the lexical query (``RecallIndex(rewriter=...)``); the dense side keeps the
 question as asked.
 

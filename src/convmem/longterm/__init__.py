@@ -1,8 +1,10 @@
 """Long-term memory: blocks, facts with temporal validity, and recall over the archive.
 
-Recall (``RecallIndex``, the embedders, ``RecallBlock``) needs numpy
-(``pip install 'convmem[recall]'``); it is imported on first use, so the
-rest works without it.
+Three concepts, one package each: ``blocks`` (named context text, working
+blocks editable and versioned), ``facts`` (what held when, extracted from what
+the memory evicts) and ``recall`` (search over the archive). Recall
+(``RecallIndex``, the embedders) needs numpy (``pip install 'convmem[recall]'``);
+it is imported on first use, so the rest works without it.
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy
-from .blocks import Block, CallableBlock, Position, StaticBlock, Turn, WorkingBlock
-from .blockstore import BlockRecord, BlockStore, MemoryBlockStore
-from .dynamic import FactsBlock, RecallBlock
-from .factbook import AsyncFacts, Facts
-from .facts import (
+from .blocks.base import Block, CallableBlock, Position, StaticBlock, Turn, WorkingBlock
+from .blocks.store import BlockRecord, BlockStore, MemoryBlockStore
+from .facts.block import FactsBlock
+from .facts.book import AsyncFacts, Facts
+from .facts.model import (
     AsyncFactExtractor,
     AsyncFactStore,
     Fact,
@@ -25,26 +27,27 @@ from .facts import (
     FactStore,
     FactUpdate,
 )
-from .factstore import MemoryFactStore
+from .facts.store import MemoryFactStore
+from .recall.block import RecallBlock
 
 if TYPE_CHECKING:
-    from .embedders import AsyncEmbedder, Embedder, HashingEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder
-    from .hits import Dropped
-    from .ranking import Tuning
-    from .recall import Keys, RecallDoc, RecallHit, RecallIndex
+    from .recall.embedders import AsyncEmbedder, Embedder, HashingEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder
+    from .recall.hits import Dropped
+    from .recall.index import Keys, RecallDoc, RecallHit, RecallIndex
+    from .recall.ranking import Tuning
 
 _LAZY = {
-    "AsyncEmbedder": "embedders",
-    "Embedder": "embedders",
-    "HashingEmbedder": "embedders",
-    "OpenAIEmbedder": "embedders",
-    "SentenceTransformerEmbedder": "embedders",
-    "Dropped": "hits",
-    "Keys": "recall",
-    "RecallDoc": "recall",
-    "RecallHit": "recall",
-    "RecallIndex": "recall",
-    "Tuning": "ranking",
+    "AsyncEmbedder": "recall.embedders",
+    "Embedder": "recall.embedders",
+    "HashingEmbedder": "recall.embedders",
+    "OpenAIEmbedder": "recall.embedders",
+    "SentenceTransformerEmbedder": "recall.embedders",
+    "Dropped": "recall.hits",
+    "Keys": "recall.index",
+    "RecallDoc": "recall.index",
+    "RecallHit": "recall.index",
+    "RecallIndex": "recall.index",
+    "Tuning": "recall.ranking",
 }
 
 __all__ = [

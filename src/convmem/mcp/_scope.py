@@ -16,14 +16,15 @@ from datetime import datetime
 from typing import Any, Literal
 
 from .. import stores
-from .._facade import stored_config
 from ..errors import ConfigurationError, ConflictError
 from ..formats import FORMATS
 from ..longterm import Facts, MemoryBlockStore, MemoryFactStore, WorkingBlock
-from ..longterm.blockstore import BlockRecord, BlockStore
-from ..longterm.facts import Fact
+from ..longterm.blocks.store import BlockRecord, BlockStore
+from ..longterm.facts.model import Fact
 from ..memory import Memory
-from ..stores.base import SessionState, SessionStore
+from ..memory._base import stored_config
+from ..session import SessionState
+from ..stores.base import SessionStore
 
 __all__ = ["DEFAULT_MAX_TOKENS", "BlockEdit", "UserScope"]
 
@@ -66,7 +67,7 @@ class UserScope:
     def _index(self) -> Any:
         """The user's recall index, with every stored message of every session indexed (incrementally)."""
         if self._recall is None:
-            from ..longterm.recall import RecallIndex  # needs numpy: imported on first search
+            from ..longterm.recall.index import RecallIndex  # needs numpy: imported on first search
 
             self._recall = RecallIndex(store=self._recall_store)
         for info in self.store.list_sessions(user_id=self.user_id):

@@ -325,7 +325,7 @@ def _render(
     if format == "openai":
         return openai.to_openai_messages(messages), None  # a tool result's images move to a user message
     if format == "anthropic":
-        from ..formats import _breakpoints
+        from ..formats.anthropic import _marks as _breakpoints
 
         # A name is counted, never refused; system blocks keep their cache_control.
         request = _breakpoints.render(messages, marks, drop_names=True)
@@ -336,7 +336,7 @@ def _render(
 
 
 def _placeholder_tokens(counter: TokenCounter) -> int:
-    from ..formats.anthropic import CONTINUATION_PLACEHOLDER
+    from ..formats.anthropic._render import CONTINUATION_PLACEHOLDER
 
     return counter.count_message(Message(role="user", content=CONTINUATION_PLACEHOLDER))
 

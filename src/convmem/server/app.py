@@ -53,7 +53,7 @@ class Service:
         self.sessions = SessionService(self.backend)
         embedder = None
         if settings.embedder == "hashing":
-            from ..longterm.embedders import HashingEmbedder
+            from ..longterm.recall.embedders import HashingEmbedder
 
             embedder = HashingEmbedder()
         self.memories = MemoryService(self.backend, self.sessions, embedder=embedder)

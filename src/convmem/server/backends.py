@@ -6,7 +6,7 @@ stores (the same SQLite file, PostgreSQL schema, Redis database or directory).
 This is the one module that knows which long-term classes go with which store.
 
 Recall indexing is done by :class:`RecallSink`, an eviction sink that writes the
-documents :class:`~convmem.longterm.recall.RecallIndex` would write, straight to
+documents :class:`~convmem.longterm.recall.index.RecallIndex` would write, straight to
 the backend's recall store; a search builds a fresh index from the store, so
 every worker sees what every other one archived.
 """
@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..longterm.blockstore import BlockStore, MemoryBlockStore
-from ..longterm.facts import FactStore
-from ..longterm.factstore import MemoryFactStore
-from ..longterm.recall import RecallIndex
-from ..longterm.recallstore import RecallStore
+from ..longterm.blocks.store import BlockStore, MemoryBlockStore
+from ..longterm.facts.model import FactStore
+from ..longterm.facts.store import MemoryFactStore
+from ..longterm.recall.index import RecallIndex
+from ..longterm.recall.store import RecallStore
+from ..messages import StoredMessage
 from ..stores import SessionStore, open_store
-from ..stores.base import StoredMessage
 
 __all__ = ["Backend", "RecallSink", "open_backend"]
 

@@ -1,10 +1,10 @@
 """The long-term half of the service: facts, working blocks and recall, scoped to a tenant's user.
 
 Each method maps the scope's user onto the store's (``tenant:user``) and makes
-one library call: :class:`~convmem.longterm.factbook.Facts` for facts,
+one library call: :class:`~convmem.longterm.facts.book.Facts` for facts,
 :class:`~convmem.longterm.blocks.WorkingBlock` for block edits (the token
 limit and the optimistic version check are its own), and a
-:class:`~convmem.longterm.recall.RecallIndex` built from the backend's recall
+:class:`~convmem.longterm.recall.index.RecallIndex` built from the backend's recall
 store for each search (so it sees what any worker archived).
 """
 
@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ConfigurationError, ConflictError
-from ..longterm.blocks import WorkingBlock
-from ..longterm.blockstore import BlockRecord
-from ..longterm.factbook import Facts
-from ..longterm.facts import Fact
-from ..longterm.recall import RecallHit, RecallIndex
+from ..longterm.blocks.base import WorkingBlock
+from ..longterm.blocks.store import BlockRecord
+from ..longterm.facts.book import Facts
+from ..longterm.facts.model import Fact
+from ..longterm.recall.index import RecallHit, RecallIndex
 from .backends import Backend
 from .problems import ServiceError
 from .sessions import SessionService

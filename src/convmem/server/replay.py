@@ -22,11 +22,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._facade import open_options, stored_config
-from ..longterm.blocks import Block
+from ..longterm.blocks.base import Block
 from ..memory import Memory
+from ..memory._base import open_options, stored_config
+from ..messages import StoredMessage
 from ..policy.context import Context, LeftOut
-from ..stores.base import SessionStore, StoredMessage
+from ..stores.base import SessionStore
 from ..stores.memory import MemoryStore
 
 __all__ = ["Replay", "SummaryStep", "replay"]

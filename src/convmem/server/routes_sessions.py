@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi import Path as Path_
 
-from .._facade import stored_config
-from ..stores.base import MessageStatus
+from ..memory._base import stored_config
+from ..session import MessageStatus
 from .deps import SessionPath, UserScope, service_of
 from .problems import ServiceError, responses
 from .replay import replay

@@ -17,17 +17,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from .._facade import initial_state
 from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
 from ..formats import FORMATS, parse_items
 from ..formats._replies import parse_reply
 from ..limits import check_json, check_text
-from ..longterm.blocks import StaticBlock
+from ..longterm.blocks.base import StaticBlock
 from ..memory import Memory
-from ..messages import Message
+from ..memory._base import initial_state
+from ..messages import Message, StoredMessage
 from ..policy.context import Context
+from ..session import MessageStatus, SessionInfo, status_of
 from ..stores._common import export_header
-from ..stores.base import MessageStatus, SessionInfo, StoredMessage, status_of
 from ..stores.codec import decode_message
 from .backends import Backend, RecallSink
 from .problems import ServiceError

@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..longterm.blockstore import BlockRecord
-from ..longterm.facts import Fact
-from ..longterm.recall import RecallHit
+from ..longterm.blocks.store import BlockRecord
+from ..longterm.facts.model import Fact
+from ..longterm.recall.index import RecallHit
 from ..memory import Memory
 from ..messages import Message
 from ..policy.context import Context
-from ..stores.base import SessionInfo
+from ..session import SessionInfo
 from ..stores.codec import encode_datetime, encode_message
 from ..tokens import counter_for
 from .replay import SummaryStep

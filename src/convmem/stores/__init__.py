@@ -43,19 +43,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy
 from ..errors import ConfigurationError
-from .base import (
-    AsyncSessionStore,
-    AsyncStore,
-    LoadedSession,
-    SearchableStore,
-    SessionInfo,
-    SessionState,
-    SessionStore,
-    Store,
-    StoredMessage,
-    SummaryRecord,
-    status_of,
-)
+from ..messages import StoredMessage
+from ..session import LoadedSession, SessionInfo, SessionState, SummaryRecord, status_of
+from .base import AsyncSessionStore, AsyncStore, SessionStore, Store
 
 if TYPE_CHECKING:
     from .files import AsyncFileStore, FileBlockStore, FileFactStore, FileRecallStore, FileStore
@@ -90,7 +80,6 @@ __all__ = [
     "SQLiteFactStore",
     "SQLiteRecallStore",
     "SQLiteStore",
-    "SearchableStore",
     "SessionInfo",
     "SessionState",
     "SessionStore",

@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from ..messages import Message
-from .base import LoadedSession, SessionInfo, SessionState, SessionStore, StoredMessage
+from ..messages import Message, StoredMessage
+from ..session import LoadedSession, SessionInfo, SessionState
+from .base import SessionStore
 
 __all__ = ["AsyncStoreWrapper"]
 

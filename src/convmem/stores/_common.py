@@ -28,8 +28,8 @@ from typing import Any
 
 from ..errors import AmbiguousSessionError, InvalidMessageError, SessionNotFoundError, StoreError
 from ..limits import CEILINGS, MAX_INT, Limits, check_int, check_json, check_limits, check_text
-from ..messages import Message
-from .base import SessionInfo, SessionState, StoredMessage
+from ..messages import Message, StoredMessage
+from ..session import SessionInfo, SessionState
 from .codec import (
     READ_ERRORS,
     corrupt,

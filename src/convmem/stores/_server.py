@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
-from ..messages import Message
+from ..messages import Message, StoredMessage
+from ..session import LoadedSession, SessionInfo, SessionState
 from ._common import Segment, check_batch
-from .base import LoadedSession, SessionInfo, SessionState, StoredMessage
 
 __all__ = ["AsyncServerStore", "Operations", "ServerStore"]
 

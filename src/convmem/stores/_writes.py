@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ..errors import ConflictError, SessionLostError, StaleSessionError
-from ..messages import Message
+from ..messages import Message, StoredMessage
+from ..session import SessionState
 from ._common import json_object
-from .base import SessionState, StoredMessage
 
 __all__ = [
     "check_expected",

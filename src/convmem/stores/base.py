@@ -6,15 +6,8 @@ rows either: the window is always a contiguous seq range ending at the newest
 message, so the :class:`SessionState` records only where it starts
 (``window_start``) and how far the running summary reaches (``folded_to``).
 One small state write per eviction replaces what would otherwise be a status
-update per message. A message's status is derived:
-
-==============  =================================================
-``pinned``      a system or developer message at or after ``pinned_start``
-``active``      ``seq >= window_start``
-``summarized``  ``seq <= folded_to``
-``archived``    evicted, not (yet) folded into the summary
-``cleared``     a pinned message before ``pinned_start`` (``clear(keep_system=False)``)
-==============  =================================================
+update per message. A message's status is derived from the state
+(:func:`convmem.session.status_of`).
 
 Opening a session reads the state, the pinned messages and the window, never
 the archive, so a 100k-message session opens like a 100-message one.
@@ -58,10 +51,6 @@ Forks share history instead of copying it. A fork records its parent and the
 seq it branched at; reading it reads the parent's rows up to that seq, then
 its own rows, whose seqs continue from ``fork_seq + 1``.
 
-Search hook (for the recall issue): a backend that can search its archive
-will implement :class:`SearchableStore` next to :class:`Store`; callers test
-for it with ``isinstance`` and fall back to an external index otherwise.
-
 Example::
 
     from convmem.stores import open_store
@@ -74,102 +63,13 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from datetime import timedelta
+from typing import Any, Protocol, runtime_checkable
 
-from ..messages import PINNED_ROLES, Message, StoredMessage
+from ..messages import Message, StoredMessage
+from ..session import LoadedSession, SessionInfo, SessionState
 
-__all__ = [
-    "AsyncSessionStore",
-    "AsyncStore",
-    "LoadedSession",
-    "MessageStatus",
-    "SearchableStore",
-    "SessionInfo",
-    "SessionState",
-    "SessionStore",
-    "Store",
-    "StoredMessage",
-    "SummaryRecord",
-    "status_of",
-]
-
-MessageStatus: TypeAlias = Literal["pinned", "active", "archived", "summarized", "cleared"]
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryRecord:
-    """A running summary and the seq range it covers."""
-
-    text: str
-    first_seq: int
-    last_seq: int
-    tokens: int
-    created_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class SessionState:
-    """Where the window starts, how far the summary reaches, and the running stats.
-
-    ``version`` increases on every save; a save that expects an older version
-    loses with :class:`~convmem.errors.StaleSessionError` (a ``ConflictError``). ``stats`` belong to the
-    memory; stores keep them as opaque JSON.
-    """
-
-    window_start: int = 0
-    folded_to: int = -1
-    pinned_start: int = 0
-    summary: SummaryRecord | None = None
-    stats: Mapping[str, Any] = field(default_factory=dict)
-    version: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    """A row of ``list_sessions``.
-
-    ``message_count`` and ``tokens`` include the history a fork shares with
-    its parent; ``parent_id`` and ``fork_seq`` say where a fork branched.
-    ``damaged`` is None for a readable session; for one whose stored record is
-    corrupt, ``list_sessions`` still lists it, with the reason there and the
-    fields it could not read at their defaults (opening it raises ``StoreError``).
-    """
-
-    id: str
-    user_id: str | None
-    title: str | None
-    model: str | None
-    metadata: Mapping[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    message_count: int
-    tokens: int
-    parent_id: str | None = None
-    fork_seq: int | None = None
-    damaged: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedSession:
-    """What opening a session reads: never the archive, only state, pinned messages and the window."""
-
-    info: SessionInfo
-    state: SessionState
-    pinned: Sequence[StoredMessage]
-    window: Sequence[StoredMessage]
-    unfolded: Sequence[StoredMessage] = ()  # archived after a failed summary, awaiting a retry
-    next_seq: int | None = None  # the seq the next append gets (None: a store that does not say)
-
-
-def status_of(stored: StoredMessage, state: SessionState) -> MessageStatus:
-    """The derived status of ``stored`` under ``state`` (see the module docstring)."""
-    if stored.message.role in PINNED_ROLES:
-        return "pinned" if stored.seq >= state.pinned_start else "cleared"
-    if stored.seq >= state.window_start:
-        return "active"
-    return "summarized" if stored.seq <= state.folded_to else "archived"
+__all__ = ["AsyncSessionStore", "AsyncStore", "SessionStore", "Store"]
 
 
 @runtime_checkable
@@ -332,20 +232,3 @@ class AsyncSessionStore(AsyncStore, Protocol):
     async def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes: ...
 
     async def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo: ...
-
-
-@runtime_checkable
-class SearchableStore(Protocol):
-    """Capability reserved for the recall issue: a store that indexes its own messages.
-
-    A backend with a native index (SQLite FTS5, Postgres tsvector) implements
-    ``search`` next to :class:`Store`; recall detects it with ``isinstance``.
-    Results are scoped by ``user_id`` like everything else. No built-in
-    backend implements it yet.
-    """
-
-    def search(
-        self, query: str, *, user_id: str | None = None, session_id: str | None = None, limit: int = 10
-    ) -> list[tuple[str, StoredMessage, float]]:
-        """(session id, message, score) for the best matches, best first."""
-        ...

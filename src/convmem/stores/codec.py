@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from ..errors import InvalidMessageError, StoreError
 from ..limits import MAX_INT, check_json
 from ..messages import AudioPart, FilePart, ImagePart, Message, Part, StoredMessage, TextPart, ToolCall, located
-from .base import SessionState, SummaryRecord
+from ..session import SessionState, SummaryRecord
 
 __all__ = [
     "decode_datetime",

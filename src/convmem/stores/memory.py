@@ -23,7 +23,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import SessionNotFoundError, StoreError
-from ..messages import PINNED_ROLES, Message
+from ..messages import PINNED_ROLES, Message, StoredMessage
+from ..session import LoadedSession, SessionInfo, SessionState
 from ._async import AsyncStoreWrapper
 from ._common import (
     Segment,
@@ -40,7 +41,6 @@ from ._common import (
     segments,
 )
 from ._writes import check_expected, replayed, state_for_write
-from .base import LoadedSession, SessionInfo, SessionState, StoredMessage
 
 __all__ = ["AsyncMemoryStore", "MemoryStore"]
 

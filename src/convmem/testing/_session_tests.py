@@ -19,7 +19,8 @@ from ..errors import (
     SessionNotFoundError,
     StoreError,
 )
-from ..stores.base import SessionState, SessionStore, SummaryRecord
+from ..session import SessionState, SummaryRecord
+from ..stores.base import SessionStore
 from ._data import numbered, rich_messages
 
 __all__ = ["SessionTests"]

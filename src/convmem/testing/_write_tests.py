@@ -36,7 +36,8 @@ from ..memory import Memory
 from ..messages import Message, ToolCall
 from ..policy.strategies import SlidingWindow
 from ..policy.units import group_units
-from ..stores.base import SessionState, SessionStore
+from ..session import SessionState
+from ..stores.base import SessionStore
 from ._data import EchoSummarizer, numbered
 
 __all__ = ["FailingSaves", "WriteTests", "turn"]

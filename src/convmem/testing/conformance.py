@@ -39,7 +39,8 @@ from ..errors import (
 )
 from ..memory import Memory
 from ..messages import Message
-from ..stores.base import SessionState, SessionStore, Store, SummaryRecord, status_of
+from ..session import SessionState, SummaryRecord, status_of
+from ..stores.base import SessionStore, Store
 from ._data import conversations, numbered, rich_messages
 from ._session_tests import SessionTests
 from ._write_tests import WriteTests

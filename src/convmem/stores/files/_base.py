@@ -26,12 +26,13 @@ from typing import Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote
 
 from ...errors import SessionNotFoundError, StoreError
+from ...messages import StoredMessage
+from ...session import SessionInfo
 from .._common import (
     Segment,
     pick,
     segments,
 )
-from ..base import SessionInfo, StoredMessage
 from ._ids import IdIndex
 from ._jsonl import LineFile, locked
 from ._meta import Meta, read_meta

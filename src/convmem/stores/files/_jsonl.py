@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ...errors import ConfigurationError, StoreError
+from ...messages import StoredMessage
 from .._common import parse_line
-from ..base import StoredMessage
 from ..codec import READ_ERRORS, loads
 
 try:

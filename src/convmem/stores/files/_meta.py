@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...messages import PINNED_ROLES
-from ..base import SessionInfo, SessionState
+from ...session import SessionInfo, SessionState
 from ..codec import READ_ERRORS, corrupt, decode_datetime, decode_state, encode_datetime, encode_state, loads
 from ._jsonl import Line, LineFile, atomic_write
 

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ...errors import StoreError
+from ...session import SessionInfo
 from .._common import (
     damaged_info,
     export_header,
@@ -26,7 +27,6 @@ from .._common import (
     now,
     parse_export,
 )
-from ..base import SessionInfo
 from ._base import MESSAGES, META, FilesBase, guarded
 from ._ids import IdIndex
 from ._jsonl import LineFile, fsync_dir

@@ -5,7 +5,7 @@
 * ``blocks.jsonl``: one line per saved block version; the last one wins.
 * ``recall/docs.jsonl`` and ``recall/vectors-<model>.jsonl``: recall
   documents and their float32 vectors (base64), both keyed by (user,
-  session, message id), for :class:`~convmem.longterm.recall.RecallIndex`
+  session, message id), for :class:`~convmem.longterm.recall.index.RecallIndex`
   to reload; lexical search is the index's in-process BM25. Vector lines
   written before that keying name only a message id; they belong to the
   first document with that id, the only one there was when they were written.
@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from ...errors import StoreError
-from ...longterm._np import np
-from ...longterm._partition import DocRef, RecallDoc
-from ...longterm.blockstore import BlockRecord, check_save
-from ...longterm.facts import Fact
-from ...longterm.factstore import check_changes, select_facts
+from ...longterm.blocks.store import BlockRecord, check_save
+from ...longterm.facts.model import Fact
+from ...longterm.facts.store import check_changes, select_facts
+from ...longterm.recall._np import np
+from ...longterm.recall._partition import DocRef, RecallDoc
 from .._longterm_codec import block_from_json, block_to_json, doc_from_json, doc_to_json, fact_from_json, fact_to_json
 from ._jsonl import locked
 from .store import FileStore
@@ -139,7 +139,7 @@ class FileFactStore:
 
 
 class FileBlockStore:
-    """A :class:`~convmem.longterm.blockstore.BlockStore` in ``<root>/longterm/blocks.jsonl``."""
+    """A :class:`~convmem.longterm.blocks.store.BlockStore` in ``<root>/longterm/blocks.jsonl``."""
 
     def __init__(self, target: FileStore | str | os.PathLike[str]) -> None:
         self._log = _Log(_root(target) / "blocks.jsonl", block_from_json)
@@ -186,7 +186,7 @@ def _vector_row(line: bytes) -> _VectorRow:
 
 
 class FileRecallStore:
-    """A :class:`~convmem.longterm.recallstore.RecallStore` in ``<root>/longterm/recall/``."""
+    """A :class:`~convmem.longterm.recall.store.RecallStore` in ``<root>/longterm/recall/``."""
 
     def __init__(self, target: FileStore | str | os.PathLike[str]) -> None:
         self._dir = _root(target) / "recall"

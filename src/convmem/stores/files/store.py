@@ -49,7 +49,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from ...errors import SessionLostError, SessionNotFoundError, StoreError
-from ...messages import PINNED_ROLES, Message
+from ...messages import PINNED_ROLES, Message, StoredMessage
+from ...session import LoadedSession, SessionState
 from .._async import AsyncStoreWrapper
 from .._common import (
     check_batch,
@@ -59,7 +60,6 @@ from .._common import (
     now,
 )
 from .._writes import check_expected, replayed, state_for_write
-from ..base import LoadedSession, SessionState, StoredMessage
 from ._base import META, guarded
 from ._ids import IdIndex, IndexDamaged, scan_ids
 from ._jsonl import LineFile

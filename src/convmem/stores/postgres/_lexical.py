@@ -11,7 +11,7 @@ What comes in, what happens, what goes out:
   syntax), normalized by ``to_tsvector('english')`` (stemming, stop words) in the server. How many of the
   user's documents hold each lexeme is estimated from the user's newest :data:`SAMPLE` documents, scaled
   by the user's count (kept in ``recall_user_counts`` by a trigger), and
-  :func:`~convmem.longterm.lexical.pick_terms` keeps the rarest lexemes whose documents fit the budget: a
+  :func:`~convmem.longterm.recall.lexical.pick_terms` keeps the rarest lexemes whose documents fit the budget: a
   word most of the user's documents hold would make the server fetch and rank most of them.
 * **The ranking** is unchanged: ``ts_rank`` (the key weighs A, twice the previous turn's B; length
   normalized) over **every** lexeme of the query, computed only for the documents that match the kept ones.
@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ...longterm import lexical
+from ...longterm.recall import lexical
 from ._ops import Flow, Query, user_key
 
 __all__ = ["OWNER", "SAMPLE", "Terms", "lexical_search", "terms", "words"]

@@ -26,7 +26,8 @@ from datetime import datetime, timezone
 from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
 
 from ...errors import SessionNotFoundError, StoreError
-from ...messages import Message
+from ...messages import Message, StoredMessage
+from ...session import LoadedSession, SessionInfo, SessionState
 from .._common import (
     Segment,
     check_deletable,
@@ -38,7 +39,6 @@ from .._common import (
     segments,
 )
 from .._writes import check_expected, replayed, scoped, state_for_write, unscoped
-from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
 from ..codec import dumps, encode_message, encode_state, read_row, read_state
 from . import _sql as sql
 

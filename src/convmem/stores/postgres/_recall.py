@@ -40,9 +40,9 @@ from dataclasses import replace
 from typing import Any
 
 from ...errors import ConfigurationError
-from ...longterm._np import np
-from ...longterm._partition import RecallDoc, Where
-from ...longterm.recallstore import StoreHit, StoreQuery, StoreResult
+from ...longterm.recall._np import np
+from ...longterm.recall._partition import RecallDoc, Where
+from ...longterm.recall.store import StoreHit, StoreQuery, StoreResult
 from ..codec import decode_datetime
 from . import _lexical
 from ._ops import Flow, Query, user_key

@@ -13,9 +13,9 @@ from datetime import timedelta
 from typing import Any
 
 from ...errors import StoreError
+from ...session import SessionInfo
 from .._common import export_header, export_line, fork_state, json_object, new_session_id, now, parse_export, segments
 from .._writes import scoped, unscoped
-from ..base import SessionInfo
 from ..codec import dumps, encode_state
 from . import _sql as sql
 from ._ops import (

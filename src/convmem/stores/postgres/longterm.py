@@ -12,7 +12,7 @@ statement; every read is scoped by user (or block scope).
   with :class:`~convmem.errors.ConflictError`.
 * :class:`PostgresBlockStore`: the version in the ``WHERE`` clause is the
   optimistic check.
-* :class:`PostgresRecallStore` (a :class:`~convmem.longterm.recallstore.LexicalRecallStore`):
+* :class:`PostgresRecallStore` (a :class:`~convmem.longterm.recall.store.LexicalRecallStore`):
   a stored ``tsvector`` (``english``: stemming, stop words) over each
   document's key (weight A) and the previous turn's text (weight B), with a
   GIN index over (owner, tsvector), so a search reads only the user's postings.
@@ -23,10 +23,10 @@ statement; every read is scoped by user (or block scope).
 
 Dense recall: vectors are float32 ``bytea`` rows. With the pgvector extension
 installed in the database, :class:`PostgresRecallStore` is also a
-:class:`~convmem.longterm.recallstore.SearchingRecallStore`: each vector gets
+:class:`~convmem.longterm.recall.store.SearchingRecallStore`: each vector gets
 a pgvector copy under an HNSW index, and both retrievers run in the server
 (:mod:`convmem.stores.postgres._recall`), so
-:class:`~convmem.longterm.recall.RecallIndex` loads nothing of a user. Without
+:class:`~convmem.longterm.recall.index.RecallIndex` loads nothing of a user. Without
 it, the user's vectors are loaded and scored exactly with numpy in the client
 (100k vectors of 384 dimensions per user is about 150 MB and about 7 ms per
 query, see bench/README.md).
@@ -46,12 +46,12 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ...errors import ConflictError
-from ...longterm._np import np
-from ...longterm._partition import DocRef, RecallDoc
-from ...longterm.blockstore import BlockRecord, check_save
-from ...longterm.facts import Fact
-from ...longterm.factstore import select_facts
-from ...longterm.recallstore import StoreQuery, StoreResult
+from ...longterm.blocks.store import BlockRecord, check_save
+from ...longterm.facts.model import Fact
+from ...longterm.facts.store import select_facts
+from ...longterm.recall._np import np
+from ...longterm.recall._partition import DocRef, RecallDoc
+from ...longterm.recall.store import StoreQuery, StoreResult
 from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json
 from ..codec import decode_datetime, encode_datetime
 from . import _lexical as lexical
@@ -117,7 +117,7 @@ class PostgresFactStore(_Shared):
 
 
 class PostgresBlockStore(_Shared):
-    """A :class:`~convmem.longterm.blockstore.BlockStore` in PostgreSQL."""
+    """A :class:`~convmem.longterm.blocks.store.BlockStore` in PostgreSQL."""
 
     def load_block(self, scope: str | None, name: str) -> BlockRecord | None:
         def flow() -> Flow[BlockRecord | None]:
@@ -152,10 +152,10 @@ class PostgresBlockStore(_Shared):
 
 
 class PostgresRecallStore(_Shared):
-    """A :class:`~convmem.longterm.recallstore.LexicalRecallStore`: documents, ``tsvector`` and vectors.
+    """A :class:`~convmem.longterm.recall.store.LexicalRecallStore`: documents, ``tsvector`` and vectors.
 
     With pgvector installed (when the store opened), also a
-    :class:`~convmem.longterm.recallstore.SearchingRecallStore`: see the module docstring.
+    :class:`~convmem.longterm.recall.store.SearchingRecallStore`: see the module docstring.
     """
 
     def __init__(self, target: PostgresStore | str | None = None, *, schema: str = "convmem") -> None:

@@ -23,10 +23,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from ...errors import SessionNotFoundError, StoreError
-from ...messages import PINNED_ROLES, Message
+from ...messages import PINNED_ROLES, Message, StoredMessage
+from ...session import LoadedSession, SessionInfo, SessionState
 from .._common import Segment, check_deletable, json_object, now, pick, segments
 from .._writes import check_expected, lost, replayed, scoped, state_for_write, unscoped
-from ..base import LoadedSession, SessionInfo, SessionState, StoredMessage
 from ..codec import dumps, encode_datetime, encode_state
 from ._rows import Session, member, pairs, row, text
 

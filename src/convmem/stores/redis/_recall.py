@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...longterm._np import np
-from ...longterm._partition import DocRef, RecallDoc
-from ...longterm.lexical import tokenize
+from ...longterm.recall._np import np
+from ...longterm.recall._partition import DocRef, RecallDoc
+from ...longterm.recall.lexical import tokenize
 from .._longterm_codec import doc_from_json, doc_to_json
 from ._ops import Cmd, Flow, Keys, Pipe, user_key
 

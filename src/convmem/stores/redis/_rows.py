@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...errors import StoreError
-from ...messages import Message
+from ...messages import Message, StoredMessage
+from ...session import SessionInfo, SessionState
 from .._common import damaged_info
 from .._writes import unscoped
-from ..base import SessionInfo, SessionState, StoredMessage
 from ..codec import READ_ERRORS, corrupt, decode_datetime, dumps, encode_message, read_row, read_state
 from ..codec import loads as json_loads
 

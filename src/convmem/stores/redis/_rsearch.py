@@ -40,11 +40,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ...longterm._np import np
-from ...longterm._partition import RecallDoc, Where
-from ...longterm.lexical import STOPWORDS, bm25_idf, pick_terms, tokenize
-from ...longterm.ranking import DEFAULT_TUNING
-from ...longterm.recallstore import StoreHit, StoreQuery, StoreResult
+from ...longterm.recall._np import np
+from ...longterm.recall._partition import RecallDoc, Where
+from ...longterm.recall.lexical import STOPWORDS, bm25_idf, pick_terms, tokenize
+from ...longterm.recall.ranking import DEFAULT_TUNING
+from ...longterm.recall.store import StoreHit, StoreQuery, StoreResult
 from .._longterm_codec import doc_from_json
 from ._ops import Cmd, Flow, Keys, Pipe
 from ._recall import tag, user_tag, vector_field

@@ -15,9 +15,9 @@ from typing import Any
 
 from ...errors import SessionNotFoundError, StoreError
 from ...messages import PINNED_ROLES
+from ...session import SessionInfo
 from .._common import export_header, export_line, fork_state, json_object, new_session_id, now, parse_export, segments
 from .._writes import scoped, unscoped
-from ..base import SessionInfo
 from ..codec import dumps, encode_datetime, encode_state
 from ._ops import (
     Cmd,

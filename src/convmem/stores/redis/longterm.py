@@ -11,12 +11,12 @@ store's session TTL does not apply here: long-term memory is kept.
   open ones; a write whose changed fact was ended meanwhile changes nothing
   and raises :class:`~convmem.errors.ConflictError`.
 * :class:`RedisBlockStore`: the version beside each block is the optimistic check.
-* :class:`RedisRecallStore` (a :class:`~convmem.longterm.recallstore.RecallStore`):
+* :class:`RedisRecallStore` (a :class:`~convmem.longterm.recall.store.RecallStore`):
   one hash per document, keyed by (user, session, message id), with its
   float32 vector per model (layout in :mod:`convmem.stores.redis._recall`).
 
 Recall scoring happens in the client, within limits. Lexical: this store
-keeps no inverted index; :class:`~convmem.longterm.recall.RecallIndex` loads
+keeps no inverted index; :class:`~convmem.longterm.recall.index.RecallIndex` loads
 a user's documents on first use and ranks them with its in-process BM25, so
 the candidate set is that one user's archive (measured at 100k documents of
 20 words: 2.6 s to load and index, about 110 MB of process memory, 3 ms per
@@ -41,12 +41,12 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ...errors import ConflictError
-from ...longterm._np import np
-from ...longterm._partition import DocRef, RecallDoc
-from ...longterm.blockstore import BlockRecord, check_save
-from ...longterm.facts import Fact
-from ...longterm.factstore import select_facts
-from ...longterm.recallstore import StoreQuery, StoreResult
+from ...longterm.blocks.store import BlockRecord, check_save
+from ...longterm.facts.model import Fact
+from ...longterm.facts.store import select_facts
+from ...longterm.recall._np import np
+from ...longterm.recall._partition import DocRef, RecallDoc
+from ...longterm.recall.store import StoreQuery, StoreResult
 from .._longterm_codec import block_from_json, block_to_json, doc_from_json, fact_from_json, fact_to_json
 from . import _recall as recall
 from . import _rsearch as rsearch
@@ -106,7 +106,7 @@ class RedisFactStore(_Shared):
 
 
 class RedisBlockStore(_Shared):
-    """A :class:`~convmem.longterm.blockstore.BlockStore` in Redis."""
+    """A :class:`~convmem.longterm.blocks.store.BlockStore` in Redis."""
 
     def load_block(self, scope: str | None, name: str) -> BlockRecord | None:
         def flow() -> Flow[BlockRecord | None]:
@@ -136,7 +136,7 @@ class RedisBlockStore(_Shared):
 
 
 class RedisRecallStore(_Shared):
-    """A :class:`~convmem.longterm.recallstore.RecallStore` in Redis; with RediSearch, a searching one.
+    """A :class:`~convmem.longterm.recall.store.RecallStore` in Redis; with RediSearch, a searching one.
 
     Opening it upgrades recall data of the first layout, if any (see :mod:`convmem.stores.redis._recall`),
     and, when the server has RediSearch, makes the lexical index (see :mod:`convmem.stores.redis._rsearch`).

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ...errors import StoreError
+from ...messages import StoredMessage
+from ...session import SessionInfo, SessionState
 from .._common import (
     Segment,
     damaged_info,
@@ -23,7 +25,6 @@ from .._common import (
     segments,
 )
 from .._writes import scoped, unscoped
-from ..base import SessionInfo, SessionState, StoredMessage
 from ..codec import decode_datetime, encode_datetime, read_row, read_state
 from . import _sql as sql
 from ._db import Database

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from ...errors import StoreError
+from ...session import SessionInfo
 from .._common import (
     export_header,
     export_line,
@@ -22,7 +23,6 @@ from .._common import (
     parse_export,
 )
 from .._writes import scoped, unscoped
-from ..base import SessionInfo
 from ..codec import dumps, encode_datetime, encode_message, encode_state
 from . import _sql as sql
 from ._base import LAST_SEQ, Row, SQLiteBase, session_row, stamp

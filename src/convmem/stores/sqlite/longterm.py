@@ -16,8 +16,8 @@ tables come from migration ``0002_long_term_memory`` in
   their document's number (migration ``0005_recall_keyed_by_owner``). User text never reaches FTS5 syntax: it is cut
   into words and each word is quoted (:func:`fts_terms`). An FTS rowid carries its user's number in the high
   bits (migration ``0006_recall_fts_by_user_range``): a search reads one rowid range, that user's rows, and
-  matches only the rarest of the query's words that fit :data:`~convmem.longterm.lexical.MATCH_BUDGET` of
-  them (:func:`~convmem.longterm.lexical.pick_terms`), so its cost does not grow with the other users' rows
+  matches only the rarest of the query's words that fit :data:`~convmem.longterm.recall.lexical.MATCH_BUDGET` of
+  them (:func:`~convmem.longterm.recall.lexical.pick_terms`), so its cost does not grow with the other users' rows
   nor with how common a word is.
 
 Example::
@@ -36,13 +36,13 @@ from datetime import datetime
 from typing import Any
 
 from ...errors import ConflictError, StoreError
-from ...longterm import lexical
-from ...longterm._np import np
-from ...longterm._partition import DocRef, RecallDoc
-from ...longterm.blockstore import BlockRecord, check_save
-from ...longterm.facts import Fact
-from ...longterm.factstore import select_facts
-from ...longterm.lexical import STOPWORDS
+from ...longterm.blocks.store import BlockRecord, check_save
+from ...longterm.facts.model import Fact
+from ...longterm.facts.store import select_facts
+from ...longterm.recall import lexical
+from ...longterm.recall._np import np
+from ...longterm.recall._partition import DocRef, RecallDoc
+from ...longterm.recall.lexical import STOPWORDS
 from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json, key
 from ..codec import decode_datetime, encode_datetime
 from . import _sql as sql
@@ -116,7 +116,7 @@ class SQLiteFactStore(_Shared):
 
 
 class SQLiteBlockStore(_Shared):
-    """A :class:`~convmem.longterm.blockstore.BlockStore` in a SQLite database."""
+    """A :class:`~convmem.longterm.blocks.store.BlockStore` in a SQLite database."""
 
     def load_block(self, scope: str | None, name: str) -> BlockRecord | None:
         with self.db.transaction(write=False) as conn:
@@ -143,7 +143,7 @@ class SQLiteBlockStore(_Shared):
 
 
 class SQLiteRecallStore(_Shared):
-    """A :class:`~convmem.longterm.recallstore.LexicalRecallStore`: documents, FTS5 and vectors in SQLite.
+    """A :class:`~convmem.longterm.recall.store.LexicalRecallStore`: documents, FTS5 and vectors in SQLite.
 
     A search reads the user's rowid range only, so FTS5 ranks the user's rows
     only (and the documents are checked against the user again); its BM25

@@ -31,7 +31,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from ...errors import SessionNotFoundError
-from ...messages import Message
+from ...messages import Message, StoredMessage
+from ...session import LoadedSession, SessionState
 from .._async import AsyncStoreWrapper
 from .._common import (
     Segment,
@@ -40,7 +41,6 @@ from .._common import (
     json_object,
 )
 from .._writes import check_expected, replayed, scoped, state_for_write, unscoped
-from ..base import LoadedSession, SessionState, StoredMessage
 from ..codec import dumps, encode_datetime, encode_message, encode_state
 from . import _sql as sql
 from ._base import session_row, stamp, stored_ids, stored_row

@@ -1,0 +1,175 @@
+"""What ``Facts`` and ``AsyncFacts`` do, written once as generators of effects.
+
+Like :func:`convmem.memory._flows.settle`, each operation is a generator that makes
+every decision and yields the I/O it needs: :class:`ReadOpen` (the user's open
+facts), :class:`Propose` (ask the extractor) and :class:`Write` (insert and
+end rows in one transaction). :func:`run` performs the effects synchronously,
+:func:`arun` awaits them; an effect that fails is thrown back into the
+generator, so the retry on a concurrent writer's ``ConflictError`` is also
+written once. The twins keep only their signatures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ...errors import ConflictError, LLMError
+from ...messages import Message, StoredMessage
+from ._plan import FactChanges, plan_changes
+from .model import Fact, FactInvalidate, FactOperation
+
+__all__ = [
+    "Effect",
+    "Flow",
+    "Propose",
+    "ReadOpen",
+    "Write",
+    "apply_flow",
+    "arun",
+    "extract_flow",
+    "extractor_failure",
+    "run",
+    "single",
+    "sink_messages",
+]
+
+EXTRACT_ROLES = frozenset({"user", "assistant"})
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOpen:
+    """Read the user's open facts."""
+
+    user_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Propose:
+    """Ask the extractor for operations on ``messages``, given the open facts."""
+
+    messages: Sequence[Message]
+    current: Sequence[Fact]
+    user_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Insert ``added`` and replace ``changed``, all or nothing (ConflictError if a changed row is no longer open)."""
+
+    added: Sequence[Fact]
+    changed: Sequence[Fact]
+
+
+Effect = ReadOpen | Propose | Write
+Flow = Generator[Effect, Any, _R]
+
+
+def _plan(
+    operations: Sequence[FactOperation],
+    current: Sequence[Fact],
+    *,
+    user_id: str | None,
+    session_id: str | None,
+    messages: Sequence[Message],
+    now: datetime,
+) -> FactChanges:
+    times = {m.id: m.created_at for m in messages if m.id is not None and m.created_at is not None}
+    return plan_changes(operations, current, user_id=user_id, session_id=session_id, now=now, message_times=times)
+
+
+def apply_flow(
+    operations: Sequence[FactOperation],
+    *,
+    user_id: str | None,
+    session_id: str | None,
+    messages: Sequence[Message],
+    strict: bool,
+    now: datetime,
+) -> Flow[FactChanges]:
+    """Apply operations in one write; ``strict`` refuses all of them if any is rejected."""
+    current = yield ReadOpen(user_id)
+    changes = _plan(operations, current, user_id=user_id, session_id=session_id, messages=messages, now=now)
+    if strict and changes.rejected:
+        raise ConflictError(changes.rejected[0].reason)
+    if not changes.empty:
+        yield Write(changes.added, changes.changed)
+    return changes
+
+
+def extract_flow(
+    messages: Sequence[Message], *, user_id: str | None, session_id: str | None, now: Callable[[], datetime]
+) -> Flow[FactChanges]:
+    """Ask the extractor and apply what it proposes; bad operations are skipped, never redirected."""
+    if not messages:
+        return FactChanges()
+    for attempt in range(2):  # one retry: a concurrent writer may have ended a fact we planned against
+        current = yield ReadOpen(user_id)
+        operations = yield Propose(messages, current, user_id)
+        changes = _plan(operations, current, user_id=user_id, session_id=session_id, messages=messages, now=now())
+        if changes.empty:
+            return changes
+        try:
+            yield Write(changes.added, changes.changed)
+        except ConflictError:
+            if attempt:
+                raise
+            continue
+        return changes
+    raise AssertionError("unreachable")
+
+
+def run(flow: Flow[_R], perform: Callable[[Effect], Any]) -> _R:
+    """Drive ``flow``, performing each effect with ``perform``; a failed effect is raised inside the flow."""
+    try:
+        effect = next(flow)
+        while True:
+            try:
+                result = perform(effect)
+            except Exception as exc:
+                effect = flow.throw(exc)
+            else:
+                effect = flow.send(result)
+    except StopIteration as stop:
+        value: _R = stop.value
+        return value
+
+
+async def arun(flow: Flow[_R], perform: Callable[[Effect], Awaitable[Any]]) -> _R:
+    """The async driver of :func:`run`."""
+    try:
+        effect = next(flow)
+        while True:
+            try:
+                result = await perform(effect)
+            except Exception as exc:
+                effect = flow.throw(exc)
+            else:
+                effect = flow.send(result)
+    except StopIteration as stop:
+        value: _R = stop.value
+        return value
+
+
+def extractor_failure(exc: Exception) -> LLMError:
+    """An extractor's unexpected failure, as the LLMError every extractor must raise."""
+    return LLMError(f"fact extractor failed: {type(exc).__name__}: {exc}")
+
+
+def single(changes: FactChanges, op: FactOperation) -> Fact:
+    """The fact a single direct operation produced; raises ConflictError if it was rejected."""
+    if changes.rejected:
+        raise ConflictError(changes.rejected[0].reason)
+    if isinstance(op, FactInvalidate):
+        return next(f for f in changes.changed if f.id == op.fact_id)
+    if changes.added:
+        return changes.added[-1]
+    return changes.merged[-1]
+
+
+def sink_messages(units: Sequence[Sequence[StoredMessage]]) -> list[Message]:
+    """The evicted messages an extractor reads: user and assistant text (tool plumbing carries no facts)."""
+    return [s.message for unit in units for s in unit if s.message.role in EXTRACT_ROLES and s.message.text.strip()]

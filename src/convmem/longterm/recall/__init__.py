@@ -1,0 +1,70 @@
+"""Recall over the archive: a document per archived message, searched lexically, densely or both.
+
+``keys`` makes the documents, ``lexical`` is BM25, ``ranking`` the ranking steps,
+``temporal`` the dates a query names, ``embedders`` the dense side, ``fusion``
+joins the two, ``hits`` explains each result; ``index`` (:class:`RecallIndex`)
+searches in process over a user's ``_partition``; ``store`` is the contract of a
+store that keeps (and possibly searches) the documents; ``block`` renders the
+top hits into the context.
+
+Most of it needs numpy (``pip install 'convmem[recall]'``), so every name is
+imported on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy
+
+if TYPE_CHECKING:
+    from .block import RecallBlock
+    from .embedders import AsyncEmbedder, Embedder, HashingEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder
+    from .hits import Dropped, RecallHit
+    from .index import Keys, Mode, RecallDoc, RecallIndex
+    from .ranking import Tuning
+    from .store import LexicalRecallStore, RecallStore, SearchingRecallStore
+
+_LAZY = {
+    "AsyncEmbedder": "embedders",
+    "Embedder": "embedders",
+    "HashingEmbedder": "embedders",
+    "OpenAIEmbedder": "embedders",
+    "SentenceTransformerEmbedder": "embedders",
+    "Dropped": "hits",
+    "RecallHit": "hits",
+    "Keys": "index",
+    "Mode": "index",
+    "RecallDoc": "index",
+    "RecallIndex": "index",
+    "RecallBlock": "block",
+    "Tuning": "ranking",
+    "LexicalRecallStore": "store",
+    "RecallStore": "store",
+    "SearchingRecallStore": "store",
+}
+
+__all__ = [
+    "AsyncEmbedder",
+    "Dropped",
+    "Embedder",
+    "HashingEmbedder",
+    "Keys",
+    "LexicalRecallStore",
+    "Mode",
+    "OpenAIEmbedder",
+    "RecallBlock",
+    "RecallDoc",
+    "RecallHit",
+    "RecallIndex",
+    "RecallStore",
+    "SearchingRecallStore",
+    "SentenceTransformerEmbedder",
+    "Tuning",
+]
+
+__getattr__ = lazy(__name__, _LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

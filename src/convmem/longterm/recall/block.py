@@ -1,0 +1,146 @@
+"""The recall block: archived messages of the turn's user relevant to the input, not already in the window.
+
+It searches a :class:`~convmem.longterm.recall.index.RecallIndex` with the input and
+lists the top ``k`` hits in the order they were said, leaving out the
+messages of this session's window (already in context) and repeated texts.
+It renders from a :class:`~convmem.longterm.blocks.Turn`, never from a user
+id of its own (invariant 6).
+
+Example::
+
+    recall = RecallIndex()
+    memory = Memory(model="gpt-4o", user_id="alice", sinks=[recall], blocks=[RecallBlock(recall, k=5)])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ...errors import ConvmemError
+from ..blocks.base import Position, Turn, check_block, check_share
+from .hits import Dropped
+
+if TYPE_CHECKING:
+    from .hits import RecallHit
+    from .index import Mode, RecallIndex
+
+__all__ = ["DEFAULT_K", "DEFAULT_SHARE", "RecallBlock"]
+
+#: Hits a recall block shows at most, and its reserved share of the budget: chosen by measurement
+#: (``bench/evidence.py``, evidence turns reaching the request on LoCoMo at 4k and 8k tokens).
+DEFAULT_K = 20
+DEFAULT_SHARE = 0.2
+
+
+def _hit_line(hit: RecallHit) -> str:
+    doc = hit.doc
+    return f"[{doc.created_at:%Y-%m-%d %H:%M}] {doc.role}: {doc.text}"
+
+
+class RecallBlock:
+    """Archived messages of the turn's user relevant to the input, not already in the window.
+
+    Its text changes with every input, so by default it rides on the latest user message
+    (``position="user"``), after everything that stays the same from turn to turn: the request's
+    prefix (system, summary, window) is then reused by the provider's prompt cache, and recalled
+    text, which users wrote, never gains the system role. When the next user message takes the
+    block, the older message keeps its own if its tool loop or reply outweighs it, so that the
+    cached prefix runs through them. With ``position="system"`` it is a system
+    message after the summary, and the window behind it is sent anew every turn.
+
+    The block is itemized: each hit is one line, ranked, and assembly drops the lowest-ranked
+    lines first. It claims ``share`` of the budget (less the reserved output) ahead of the
+    window: when the context is full, the oldest window units are left out to keep the best
+    hits up to that share, and only then are hits cut (see :mod:`convmem.policy.assembly`).
+
+    Args:
+        index: the recall index the memory archives into (as a sink).
+        name: the block's name.
+        priority: cut order.
+        k: how many messages at most.
+        mode: ``lexical``, ``dense`` or ``hybrid`` (default: the index's).
+        sessions: ``"all"`` the user's sessions, or ``"current"`` only this one.
+        max_tokens: the block's own cap.
+        position: ``"user"`` (default) or ``"system"``.
+        line: how one hit is written.
+        order: ``"time"`` (as said; easier to read) or ``"score"`` (best first).
+        share: the share of the budget reserved for the block, in [0, 1).
+    """
+
+    per_turn = True
+
+    def __init__(
+        self,
+        index: RecallIndex,
+        *,
+        name: str = "recall",
+        priority: int = 3,
+        k: int = DEFAULT_K,
+        mode: Mode | None = None,
+        sessions: str = "all",
+        max_tokens: int | None = None,
+        position: Position = "user",
+        line: Callable[[RecallHit], str] = _hit_line,
+        order: str = "time",
+        share: float = DEFAULT_SHARE,
+    ) -> None:
+        check_block(name, priority, max_tokens, position)
+        if sessions not in ("all", "current"):
+            raise ConvmemError(f"sessions must be 'all' or 'current', got {sessions!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConvmemError(f"k must be a positive integer, got {k!r}")
+        check_share(share)
+        self.index, self.name, self.priority, self.k, self.mode = index, name, priority, k, mode
+        self.sessions, self.max_tokens, self.position, self.line, self.order = (
+            sessions,
+            max_tokens,
+            position,
+            line,
+            order,
+        )
+        self.share = float(share)
+        self.last_hits: list[RecallHit] = []  # what the latest render showed, for inspection
+        self.last_dropped: list[Dropped] = []  # candidates it left out, with the reason
+
+    def render(self, query: str | None) -> str:
+        return self.render_turn(Turn(query))
+
+    def render_turn(self, turn: Turn) -> str:
+        return "\n".join(text for text, _ in self.render_items(turn))
+
+    def render_items(self, turn: Turn) -> list[tuple[str, int]]:
+        """The hits' lines in display order, each with its rank (1 = best)."""
+        self.last_hits, self.last_dropped = [], []
+        if not turn.query or not turn.query.strip():
+            return []
+        window = (
+            (turn.session_id, turn.window_start)
+            if turn.session_id is not None and turn.window_start is not None
+            else None
+        )
+        hits = self.index.search(
+            turn.query,
+            user_id=turn.user_id,
+            k=self.k * 2,  # room for the repeated texts dropped below
+            mode=self.mode,
+            session_id=turn.session_id if self.sessions == "current" else None,
+            exclude_window=window,
+            now=turn.now,
+        )
+        seen: set[str] = {turn.query.strip()}
+        chosen: list[RecallHit] = []
+        for hit in hits:
+            text = hit.doc.text.strip()
+            if text in seen:
+                self.last_dropped.append(Dropped(hit, "repeats the input or a text shown above"))
+            elif len(chosen) >= self.k:
+                self.last_dropped.append(Dropped(hit, f"ranked below the block's k={self.k}"))
+            else:
+                seen.add(text)
+                chosen.append(hit)
+        ranks = {id(hit): rank for rank, hit in enumerate(chosen, start=1)}
+        if self.order == "time":
+            chosen.sort(key=lambda h: (h.doc.created_at, h.doc.session_id, h.doc.seq))
+        self.last_hits = chosen
+        return [(self.line(h), ranks[id(h)]) for h in chosen]

@@ -1,0 +1,388 @@
+"""The I/O-free core that ``Memory`` and ``AsyncMemory`` share.
+
+It validates and counts incoming messages, keeps the window, the running
+summary and the stats, asks the strategy for plans and builds contexts. It
+never touches a store or a model: the facades do that, in the order
+*prepare -> store.append -> push -> plan -> evict -> (summarize) -> save state*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import ConfigurationError, InvalidMessageError
+from ..formats import as_message
+from ..formats.openai import to_openai
+from ..limits import Limits, check_limits
+from ..longterm.blocks.base import Block, CallableBlock, Turn
+from ..messages import Message, StoredMessage
+from ..policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
+from ..policy.blockfit import PER_TURN_LOW_WATERMARK, any_per_turn, block_room, block_texts
+from ..policy.context import Context, LeftOut, evicted_account
+from ..policy.prefix import Layout, carry_blocks
+from ..policy.strategies import Plan, Strategy, make_strategy
+from ..policy.truncate import truncate_text
+from ..policy.units import Entry, Unit, Window
+from ..session import LoadedSession, SessionState, SummaryRecord
+from ..tokens import Calibration, TokenCounter
+from ..usage import Stats, fresh_counts
+from ._intake import MessageLike, new_id, parse_all, rendered_alone, resolve_counter
+
+__all__ = ["USAGE_KEYS", "FoldRequest", "MemoryCore", "Stats"]
+
+MAX_WARNINGS = 20
+USAGE_KEYS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens")
+USAGE_KEYS += ("cost_usd", "cache_savings_usd")
+
+
+@dataclass(frozen=True, slots=True)
+class FoldRequest:
+    """What the summarizer is asked: the previous summary and the new messages only."""
+
+    previous: str | None
+    messages: list[Message]
+    units: list[Unit]
+    max_tokens: int
+
+
+class MemoryCore:
+    """Pure state and policy of one session."""
+
+    def __init__(
+        self,
+        *,
+        model: str | None,
+        max_tokens: int | None,
+        max_output_tokens: int | None,
+        counter: TokenCounter | str | None,
+        strategy: str | Strategy,
+        strategy_options: Mapping[str, Any],
+        on_overflow: Overflow,
+        summary_max_tokens: int | None,
+        blocks: Sequence[Block],
+        pinned_context: Any,
+        block_template: Callable[[Sequence[BlockText]], str] | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        if on_overflow not in ("truncate", "raise"):
+            raise ConfigurationError(f"on_overflow must be 'truncate' or 'raise', got {on_overflow!r}")
+        self.limits = limits or Limits()
+        self.model = model
+        self.info, self.counter = resolve_counter(model, counter)
+        if max_tokens is None and self.info is None:
+            raise ConfigurationError("give a known model or an explicit max_tokens so the budget is known")
+        if max_tokens is not None and self.info is not None and max_tokens > self.info.context_window:
+            raise ConfigurationError(
+                f"max_tokens={max_tokens:,} exceeds the context window of {self.info.name} "
+                f"({self.info.context_window:,} tokens); pass at most {self.info.context_window:,}"
+            )
+        self.budget = max_tokens if max_tokens is not None else self.info.context_window  # type: ignore[union-attr]
+        if max_output_tokens is not None:
+            self.reserve = max_output_tokens
+        elif max_tokens is None and self.info is not None:
+            # The model's full output allowance, capped so it never takes more than a quarter of the window
+            # (gpt-4 allows 8,192 output tokens of an 8,192 window).
+            self.reserve = min(self.info.max_output_tokens, self.info.context_window // 4)
+        else:
+            self.reserve = 0
+        if self.budget <= self.reserve:
+            raise ConfigurationError(
+                f"budget {self.budget} leaves no room after reserving {self.reserve} output tokens"
+            )
+        if strategy == "token_budget" and "low_watermark" not in strategy_options and any_per_turn(blocks):
+            strategy_options = {**strategy_options, "low_watermark": PER_TURN_LOW_WATERMARK}
+        try:  # options of the wrong name or type (e.g. from a stored config) are a ConfigurationError
+            self.strategy: Strategy = (
+                make_strategy(strategy, **strategy_options) if isinstance(strategy, str) else strategy
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"strategy {strategy!r}: {exc}") from None
+        self.on_overflow: Overflow = on_overflow
+        input_budget = self.budget - self.reserve
+        self.summary_max_tokens = summary_max_tokens or max(64, min(2000, input_budget // 10))
+        self.blocks: list[Block] = list(blocks)
+        self.block_template = block_template or default_block_template
+        self.block_room = block_room(self.blocks, input_budget)
+        self.cache_breakpoints = True
+        self.previous: dict[str, Layout] = {}  # the layout of the last context built in each format
+        if pinned_context is not None:
+            self.blocks.insert(0, CallableBlock("pinned_context", pinned_context, priority=0))
+        self.window = Window()
+        self.summary: SummaryText | None = None
+        self.unfolded: list[Unit] = []
+        self.state = SessionState()
+        self.window_start = 0  # the live value; self.state holds the last saved one
+        self.next_seq = 0  # the seq the store gives the next message (the writer's view of the session)
+        self._evicted_key: tuple[Any, ...] | None = None
+        self._evicted: list[LeftOut] = []
+        self.counts: dict[str, Any] = fresh_counts()
+        self.saved_usage: dict[str, Any] = {key: self.counts[key] for key in USAGE_KEYS}  # as the store has it
+        # A calibrated counter's counts change when it learns; the window is recounted before its next use.
+        self._calibrated = isinstance(getattr(self.counter, "calibration", None), Calibration)
+        self._counted_version: int | None = getattr(self.counter, "version", None)
+
+    # -- adding ------------------------------------------------------------------------------
+    def prepare(self, items: Iterable[MessageLike], *, check: bool = True) -> list[tuple[Message, int]]:
+        """Parse, validate (against the window too, unless ``check`` is false) and count a batch; changes nothing."""
+        if self._calibrated:
+            self.sync_counts()
+        now = datetime.now(timezone.utc)
+        messages = parse_all(items, now)
+        limits = self.limits
+        for index, message in enumerate(messages):
+            check_limits(message, limits, index)
+        if check:
+            self.window.check_batch(messages)
+        prepared = []
+        count = self.counter.count_message
+        for index, message in enumerate(messages):
+            if message.id is None or message.created_at is None:
+                message = message.with_identity(message.id or new_id(), message.created_at or now)
+            try:
+                prepared.append((message, count(message)))
+            except InvalidMessageError as exc:
+                raise exc.at(index) from None
+        return prepared
+
+    def push(self, seqs: Sequence[int], prepared: Sequence[tuple[Message, int]]) -> list[Entry]:
+        push = self.window.push
+        entries = []
+        for seq, (message, tokens) in zip(seqs, prepared, strict=True):
+            entry = Entry(seq, message, tokens)
+            entry.rendered = rendered_alone(message)
+            push(entry)
+            entries.append(entry)
+        self.counts["messages"] += len(prepared)
+        if seqs:
+            self.counts["last_seq"] = seqs[-1]
+            self.next_seq = seqs[-1] + 1
+        return entries
+
+    def sync_counts(self) -> None:
+        """Recount the window, the retry queue and the summary if a calibrated counter has learned since."""
+        version = getattr(self.counter, "version", None)
+        if version == self._counted_version:
+            return
+        self._counted_version = version
+        count = self.counter.count_message
+        self.window.recount(count)
+        for unit in self.unfolded:
+            unit.recount(count)
+        if self.summary is not None:
+            self.summary = replace(self.summary, tokens=count(self.summary.message))
+
+    # -- eviction ----------------------------------------------------------------------------
+    def limit(self) -> int:
+        """The budget less the reserve, pinned, summary and the blocks' claim (``blockfit.block_room``)."""
+        summary = self.summary.tokens if self.summary is not None else 0
+        fixed = self.reserve + self.counter.reply_priming + self.window.pinned_tokens + summary
+        return max(1, self.budget - fixed - self.block_room)
+
+    def plan(self) -> Plan:
+        return self.strategy.plan(self.window, self.limit())
+
+    def evict(self, plan: Plan) -> list[Unit]:
+        units = [self.window.pop_oldest() for _ in range(plan.evict)]
+        counts = self.counts
+        for unit in units:
+            counts["evicted_messages"] += len(unit.entries)
+            counts["evicted_tokens"] += unit.tokens
+            if counts["first_evicted"] is None:
+                counts["first_evicted"] = unit.first_seq
+        self.window_start = self._window_start()
+        return units
+
+    def _window_start(self) -> int:
+        first = self.window.units[0].first_seq if self.window.units else None
+        if first is not None:
+            return first
+        return self.counts["last_seq"] + 1 if self.counts["last_seq"] is not None else self.window_start
+
+    def fold_request(self, units: list[Unit]) -> FoldRequest:
+        pending = self.unfolded + units
+        messages = [m for unit in pending for m in unit.messages]
+        previous = self.summary.text if self.summary is not None else None
+        return FoldRequest(previous, messages, pending, self.summary_max_tokens)
+
+    def fold_done(self, request: FoldRequest, text: object) -> bool:
+        """Install the new summary; returns False (and archives) if ``text`` is unusable."""
+        if not isinstance(text, str) or not text.strip():
+            self.fold_failed(
+                request, f"summarizer returned {'empty text' if isinstance(text, str) else type(text).__name__}"
+            )
+            return False
+        cut = truncate_text(self.counter.count_text, text.strip(), self.summary_max_tokens)
+        if cut is None:
+            self.fold_failed(request, "summary cap is too small to hold any text")
+            return False
+        if cut != text.strip():
+            self.warn(f"summary exceeded {self.summary_max_tokens} tokens and was truncated")
+        first = self.summary.first_seq if self.summary is not None else request.units[0].first_seq
+        last = request.units[-1].last_seq
+        message = summary_message(cut, first, last)
+        self.summary = SummaryText(cut, first, last, self.counter.count_message(message), message)
+        folded = sum(len(u.entries) for u in request.units)
+        self.counts["summarized_messages"] += folded
+        self.counts["summarized_tokens"] += sum(u.tokens for u in request.units)
+        self.counts["summaries"] += 1
+        self.unfolded = []
+        record = SummaryRecord(cut, first, last, self.summary.tokens, datetime.now(timezone.utc))
+        self.state = _replace_state(self.state, folded_to=last, summary=record)
+        return True
+
+    def fold_failed(self, request: FoldRequest, reason: str) -> None:
+        """Keep the units archived and queue them for the next fold (invariant 8)."""
+        self.counts["summary_failures"] += 1
+        self.warn(f"summary failed, messages archived instead and retried at the next eviction: {reason}")
+        self.unfolded = request.units
+        # Bound the retry queue: beyond it the oldest stay archived (and searchable) without folding.
+        while len(self.unfolded) > 1 and sum(u.tokens for u in self.unfolded) > 8 * self.summary_max_tokens:
+            self.unfolded.pop(0)
+
+    def warn(self, text: str, *, once: bool = False) -> None:
+        """Keep ``text`` among the newest warnings; with ``once``, not again while it is still kept."""
+        warnings: list[str] = self.counts["warnings"]
+        if once and text in warnings:
+            return
+        warnings.append(text)
+        del warnings[:-MAX_WARNINGS]
+
+    def state_to_save(self) -> SessionState:
+        state = self.state
+        return SessionState(
+            self.window_start,
+            state.folded_to,
+            state.pinned_start,
+            state.summary,
+            _persistable(self.counts),
+            state.version,
+        )
+
+    # -- context -----------------------------------------------------------------------------
+    def block_texts(self, query: str | None, turn: Turn | None = None) -> list[BlockText]:
+        """Render every block for this turn, each cut to its own ``max_tokens`` if it has one."""
+        turn = turn or Turn(query)
+        return block_texts(self.blocks, query, turn, self.counter.count_text, self.budget - self.reserve)
+
+    def inputs(self, input: MessageLike | str | Sequence[MessageLike] | None) -> list[tuple[Message, int]]:
+        if input is None:
+            return []
+        if isinstance(input, str):
+            items: list[MessageLike] = [Message(role="user", content=input)]
+        elif isinstance(input, (Message, Mapping)):
+            items = [input]
+        else:
+            items = list(input)
+        messages = [as_message(item, index=i) for i, item in enumerate(items)]
+        self.window.check_batch(messages)
+        return [(m, self.counter.count_message(m)) for m in messages]
+
+    def context(self, inputs: list[Any], format: str, blocks: list[BlockText], *, track: bool = False) -> Context:
+        """Assemble a context; with ``track``, measure its prefix against the last tracked one (and keep it)."""
+        if self._calibrated:
+            self.sync_counts()
+        if track and format in self.previous:
+            self._carry(self.previous[format])
+        return assemble(
+            window=self.window,
+            counter=self.counter,
+            budget=self.budget,
+            reserve=self.reserve,
+            format=format,
+            summary=self.summary,
+            blocks=blocks,
+            template=self.block_template,
+            inputs=inputs,
+            on_overflow=self.on_overflow,
+            evicted=self.evicted(),
+            # A tool result with images renders as two Chat messages: no per-message cache then.
+            render_openai=to_openai if not self.window.unrendered else None,
+            previous=self.previous if track else None,
+            cache_breakpoints=self.cache_breakpoints,
+        )
+
+    def _carry(self, layout: Layout) -> None:
+        seq = carry_blocks(self.window, layout, self.counter.count_message, rendered_alone)
+        if seq is not None:  # the layouts kept for measuring reuse now see those blocks as part of the window
+            for name, kept in self.previous.items():
+                if kept.carrier == seq:
+                    self.previous[name] = kept._replace(carrier=None, user_text=None, user_tokens=0)
+
+    def evicted(self) -> list[LeftOut]:
+        key = (self.counts["evicted_messages"], self.counts["summarized_messages"], self.summary)
+        if self._evicted_key != key:
+            self._evicted_key, self._evicted = key, self._evicted_now()
+        return self._evicted
+
+    def _evicted_now(self) -> list[LeftOut]:
+        summary = (self.summary.first_seq, self.summary.last_seq) if self.summary is not None else None
+        return evicted_account(self.counts, summary, self.window_start)
+
+    def stats(self) -> Stats:
+        c = self.counts
+        summary_tokens = self.summary.tokens if self.summary is not None else 0
+        return Stats(
+            messages=c["messages"],
+            window_messages=self.window.messages,
+            context_tokens=self.window.pinned_tokens + summary_tokens + self.window.tokens,
+            archived=c["evicted_messages"] - c["summarized_messages"],
+            summarized=c["summarized_messages"],
+            summaries=c["summaries"],
+            summary_failures=c["summary_failures"],
+            tokens_saved=max(0, c["evicted_tokens"] - summary_tokens),
+            evicted_tokens=c["evicted_tokens"],
+            input_tokens=c["input_tokens"],
+            output_tokens=c["output_tokens"],
+            cost_usd=c["cost_usd"],
+            warnings=tuple(c["warnings"]),
+            cached_input_tokens=c["cached_input_tokens"],
+            cache_write_tokens=c["cache_write_tokens"],
+            cache_savings_usd=c["cache_savings_usd"],
+        )
+
+    # -- resume ------------------------------------------------------------------------------
+    def restore(self, loaded: LoadedSession) -> None:
+        """Rebuild the window, summary and stats from what the store read."""
+        self.window = Window()
+        self.state = loaded.state
+        self.window_start = loaded.state.window_start
+        self.counts = fresh_counts() | dict(loaded.state.stats)
+        self.counts["warnings"] = list(self.counts["warnings"])
+        self.saved_usage = {key: self.counts[key] for key in USAGE_KEYS}
+        for stored in sorted([*loaded.pinned, *loaded.window], key=lambda s: s.seq):
+            entry = Entry(stored.seq, stored.message, stored.tokens)
+            entry.rendered = rendered_alone(stored.message)
+            self.window.push(entry)
+        record = loaded.state.summary
+        self.summary = None
+        if record is not None:
+            message = summary_message(record.text, record.first_seq, record.last_seq)
+            self.summary = SummaryText(record.text, record.first_seq, record.last_seq, record.tokens, message)
+        self.unfolded = _as_units(loaded.unfolded)
+        self._counted_version = None  # stored counts may come from another calibration: recount before use
+        # The stats are saved with the state, which is written on evictions only; the store knows the rest.
+        seqs = [s.seq for s in (*loaded.pinned[-1:], *loaded.window[-1:])]
+        last = max([*seqs, loaded.state.window_start - 1, self.counts["last_seq"] or -1])
+        self.counts["last_seq"] = last if last >= 0 else None
+        self.counts["messages"] = loaded.info.message_count
+        self.next_seq = loaded.next_seq if loaded.next_seq is not None else last + 1
+
+
+def _as_units(stored: Sequence[StoredMessage]) -> list[Unit]:
+    window = Window()
+    for s in stored:
+        if s.message.role == "tool" and window.last is None:
+            continue  # the read began inside a unit; its head is older than the retry queue
+        window.push(Entry(s.seq, s.message, s.tokens))
+    return list(window.units)
+
+
+def _persistable(counts: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, list) else v) for k, v in counts.items()}
+
+
+def _replace_state(state: SessionState, **changes: Any) -> SessionState:
+    return replace(state, **changes)

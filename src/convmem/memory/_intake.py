@@ -1,0 +1,98 @@
+"""Turning what the user passes in into messages ready to count: ids, fast parsing, the counter.
+
+Kept apart from the core because it is the one place that touches the outside
+world's shapes (plain dicts, model names) rather than convmem's own state.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from ..errors import ConfigurationError, InvalidMessageError
+from ..formats import parse_items
+from ..formats.openai import moved_images, to_openai
+from ..limits import check_text
+from ..messages import Message
+from ..tokens import ModelInfo, TokenCounter, counter_for, lookup_model
+
+__all__ = ["MessageLike", "new_id", "parse_all", "rendered_alone", "resolve_counter"]
+
+MessageLike = Message | Mapping[str, Any]
+
+# Ids are a per-process random prefix plus a counter: unique across processes and cheap on the hot path.
+_ID_PREFIX = os.urandom(8).hex()
+_ID_COUNTER = itertools.count()
+
+
+def new_id() -> str:
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):08x}"
+
+
+def _reseed_ids() -> None:
+    global _ID_PREFIX, _ID_COUNTER
+    _ID_PREFIX, _ID_COUNTER = os.urandom(8).hex(), itertools.count()
+
+
+if hasattr(os, "register_at_fork"):  # a forked child must not repeat its parent's ids
+    os.register_at_fork(after_in_child=_reseed_ids)
+
+
+_PLAIN_KEYS = {"role", "content"}
+_PLAIN_ROLES = frozenset({"user", "assistant", "system", "developer"})
+
+
+def parse_all(items: Iterable[MessageLike], now: datetime) -> list[Message]:
+    """Parse a batch as providers send it: plain dicts on the fast path, anything else through
+    ``formats.parse_items`` (parallel Responses calls and reasoning items join their message; an
+    Anthropic user message with several tool results expands)."""
+    batch = list(items)
+    fast = [_fast(item, index, now) for index, item in enumerate(batch)]
+    if all(m is not None for m in fast):
+        return fast  # type: ignore[return-value]
+    return parse_items(batch)
+
+
+def _fast(item: MessageLike, index: int, now: datetime) -> Message | None:
+    """A plain ``{"role", "content": str}`` dict, the most common input, without the general parser."""
+    if type(item) is dict and item.keys() == _PLAIN_KEYS:
+        role, content = item["role"], item["content"]
+        if role in _PLAIN_ROLES and type(content) is str:
+            if not content.isascii():  # lone surrogates are the only text the limits refuse
+                try:
+                    check_text(content, "content")
+                except InvalidMessageError as exc:
+                    raise exc.at(index) from None
+            return Message.trusted(role, content, new_id(), now)
+    return None
+
+
+def rendered_alone(message: Message) -> dict[str, Any] | None:
+    """The message's own Chat dict, cached for assembly; None when it renders as two (a tool result's images)."""
+    return None if moved_images(message) else to_openai(message)
+
+
+def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:
+    """The model's registry entry (if known) and the counter to use.
+
+    The default is the model's exact counter, else the usage-calibrated one (labelled ``exact=False``).
+    """
+    if isinstance(counter, str) and counter not in ("approximate", "calibrated"):
+        raise ConfigurationError(f"counter must be a TokenCounter, 'calibrated' or 'approximate', got {counter!r}")
+    if model is None:
+        # Without a model the budget is explicit; o200k_base is exact for every current OpenAI model.
+        if counter is None or isinstance(counter, str):
+            return None, counter_for("gpt-4o", counter="approximate" if counter == "approximate" else None)
+        return None, counter
+    try:
+        info: ModelInfo | None = lookup_model(model)
+    except KeyError:
+        if counter is None:
+            raise
+        info = None
+    if counter is None or isinstance(counter, str):
+        return info, counter_for(model, counter=counter)  # type: ignore[arg-type]
+    return info, counter
