@@ -19,7 +19,7 @@ MAX_LINES = 400
 
 # docs/design.md, "Layers": each entry may import its own layer and the ones before it.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "_lazy"),
+    ("errors", "_lazy", "_effects"),
     ("messages", "limits", "formats", "tokens", "usage", "session"),
     ("policy",),
     ("longterm",),

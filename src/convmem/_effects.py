@@ -1,0 +1,79 @@
+"""The one driver of convmem's effect generators.
+
+Every operation that needs I/O is written once, as a generator that makes the
+decisions and yields the I/O it needs (an *effect*: an append, a summary, a
+SQL query, a Lua call); a driver performs each effect and sends the result
+back, or throws the failure back in, so the generator can undo what it
+staged (httpx's ``Auth.auth_flow`` is the model). The sync and async twins
+differ only in the ``perform`` they pass::
+
+    flow = add(core, batch)            # a generator: yields Append(...), Summarize(...), ...
+    drive(flow, perform)               # Memory: perform(effect) -> result
+    await adrive(flow, aperform)       # AsyncMemory: await aperform(effect) -> result
+
+Drivers with their own retry rules (the PostgreSQL and Redis stores) advance
+a flow one effect at a time with :func:`step`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Done", "Flow", "adrive", "drive", "step"]
+
+E = TypeVar("E")
+R = TypeVar("R")
+Flow = Generator[E, Any, R]
+
+
+@dataclass(frozen=True, slots=True)
+class Done(Generic[R]):
+    """A finished flow's return value (what :func:`step` gives instead of a next effect)."""
+
+    value: R
+
+
+def step(
+    flow: Flow[E, R], reply: Any = None, error: BaseException | None = None, *, first: bool = False
+) -> E | Done[R]:
+    """Advance ``flow`` by one effect: start it (``first``), throw ``error`` into it, or send it ``reply``."""
+    try:
+        if first:
+            return next(flow)
+        if error is not None:
+            return flow.throw(error)
+        return flow.send(reply)
+    except StopIteration as stop:
+        return Done(stop.value)
+
+
+def drive(flow: Flow[E, R], perform: Callable[[E], Any]) -> R:
+    """Run ``flow`` to the end, performing each effect; a failed effect is thrown back into the flow.
+
+    ``BaseException`` is thrown back too (an interrupt while the store is written), so the flow can
+    undo what it staged before the interrupt propagates.
+    """
+    outcome = step(flow, first=True)
+    while not isinstance(outcome, Done):
+        try:
+            result = perform(outcome)
+        except BaseException as exc:
+            outcome = step(flow, error=exc)
+        else:
+            outcome = step(flow, result)
+    return outcome.value
+
+
+async def adrive(flow: Flow[E, R], perform: Callable[[E], Awaitable[Any]]) -> R:
+    """The async twin of :func:`drive`: each effect is awaited."""
+    outcome = step(flow, first=True)
+    while not isinstance(outcome, Done):
+        try:
+            result = await perform(outcome)
+        except BaseException as exc:
+            outcome = step(flow, error=exc)
+        else:
+            outcome = step(flow, result)
+    return outcome.value
