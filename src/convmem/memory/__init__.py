@@ -49,9 +49,9 @@ from ..stores.base import Store
 from ..stores.memory import MemoryStore
 from ..usage import Usage
 from . import _flows as flow
-from ._base import MemoryBase
+from ._base import MemoryBase, store_call
 from ._core import MemoryCore
-from ._effects import Absorb, Append, Delete, Effect, Find, Load, Read, SaveState, StoreEffect, Summarize
+from ._effects import Absorb, Effect, Read, Summarize
 from ._flows import Flow
 from ._intake import InputLike, MessageLike
 from .aio import AsyncMemory
@@ -102,7 +102,7 @@ class Memory(MemoryBase[Store]):
                 raise
             memory._owns_store = True
             return memory
-        perform = partial(_on_store, store, session_id=session_id, user_id=user_id, model=None)
+        perform = partial(store_call, store, session_id=session_id, user_id=user_id, model=None)
         merged, loaded = drive(flow.reopen(session_id, options), perform)
         memory = cls(store=store, session_id=loaded.info.id, user_id=user_id, **merged)
         memory._restore(loaded)
@@ -195,36 +195,12 @@ class Memory(MemoryBase[Store]):
             cast(EvictionSink, effect.sink).absorb(effect.units, session_id=self.session_id, user_id=self.user_id)
             return None
         try:
-            return self._exact(
-                _on_store(self.store, effect, session_id=self.session_id, user_id=self.user_id, model=self.model)
-            )
+            result = store_call(self.store, effect, session_id=self.session_id, user_id=self.user_id, model=self.model)
+            # A sync store's messages are an iterator that may fail as it is read: read it here, where a
+            # session gone missing is recognized as lost.
+            return self._exact(list(result) if isinstance(effect, Read) else result)
         except SessionNotFoundError as exc:
             raise self._lost(exc) from None
-
-
-def _on_store(store: Store, effect: StoreEffect, *, session_id: str, user_id: str | None, model: str | None) -> Any:
-    """Perform a store effect on a sync store (see :mod:`convmem.memory._effects`)."""
-    if isinstance(effect, Append):
-        return store.append(
-            session_id,
-            effect.messages,
-            user_id=user_id,
-            model=model,
-            expected_seq=effect.expected_seq,
-            expected_version=effect.expected_version,
-            state=effect.state,
-        )
-    if isinstance(effect, SaveState):
-        return store.save_state(session_id, effect.state, expected_version=effect.state.version, user_id=user_id)
-    if isinstance(effect, Load):
-        return store.load(effect.session_id or session_id, user_id=user_id, unfolded_limit=effect.unfolded_limit)
-    if isinstance(effect, Read):
-        return list(store.messages(session_id, user_id=user_id, from_seq=effect.from_seq, to_seq=effect.to_seq))
-    if isinstance(effect, Find):
-        return store.get_session(effect.session_id, user_id=user_id)
-    assert isinstance(effect, Delete)
-    store.delete_messages(session_id, effect.seqs, user_id=user_id, expected_seq=effect.expected_seq)
-    return None
 
 
 def _refuse_async_only(core: MemoryCore) -> None:

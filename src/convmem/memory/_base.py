@@ -7,9 +7,10 @@ session's and the user's ids. What happens: the options are checked and the core
 differs (``_attach``: a sync or an async store, a ``threading.RLock`` or an
 ``asyncio.Lock``, what only a sync memory refuses). The operations that need no
 I/O are written here once: ``stats()``, ``pending_tool_calls``, a context (blocks
-rendered for the turn, then assembly), and what the twins' performers share (a
-result read for another session, a session lost under a writer). Every write is a
-flow (:mod:`convmem.memory._flows`) that the twin drives. What goes out: the
+rendered for the turn, then assembly), and what the twins' performers share: the
+store call each store effect names (:func:`store_call`: the sync and async stores
+take the same arguments), a result read for another session, a session lost under
+a writer. Every write is a flow (:mod:`convmem.memory._flows`) that the twin drives. What goes out: the
 memory's attributes (``store``, ``session_id``, ``user_id``, ``model``, ``format``,
 ``options``) and its read-only properties.
 """
@@ -32,16 +33,18 @@ from ..policy.context import Context
 from ..policy.strategies import AsyncSummarizer, Strategy, Summarizer
 from ..session import LoadedSession
 from ..stores._writes import lost
+from ..stores.base import AsyncStore, Store
 from ..tokens import TokenCounter
 from ..usage import Stats
 from ._core import MemoryCore
+from ._effects import Append, Delete, Find, Load, Read, SaveState, StoreEffect
 from ._intake import InputLike
 from ._staging import keep_config
 from ._usage import adopt, noted
 from .options import FOLDING, Options
 from .sinks import AsyncEvictionSink, EvictionSink
 
-__all__ = ["MemoryBase"]
+__all__ = ["MemoryBase", "store_call"]
 
 StoreT = TypeVar("StoreT")
 
@@ -229,3 +232,33 @@ class MemoryBase(Generic[StoreT]):
     def _restore(self, loaded: LoadedSession) -> None:
         keep_config(self._core, loaded)
         adopt(self._core)  # only when this process has learned nothing yet for the model
+
+
+def store_call(
+    store: Store | AsyncStore, effect: StoreEffect, *, session_id: str, user_id: str | None, model: str | None
+) -> Any:
+    """Call the store a store effect names (see :mod:`convmem.memory._effects`), for both twins.
+
+    The sync and the async stores take the same arguments, so this is written once: ``Memory`` gets
+    the result, ``AsyncMemory`` the awaitable it awaits.
+    """
+    if isinstance(effect, Append):
+        return store.append(
+            session_id,
+            effect.messages,
+            user_id=user_id,
+            model=model,
+            expected_seq=effect.expected_seq,
+            expected_version=effect.expected_version,
+            state=effect.state,
+        )
+    if isinstance(effect, SaveState):
+        return store.save_state(session_id, effect.state, expected_version=effect.state.version, user_id=user_id)
+    if isinstance(effect, Load):
+        return store.load(effect.session_id or session_id, user_id=user_id, unfolded_limit=effect.unfolded_limit)
+    if isinstance(effect, Read):
+        return store.messages(session_id, user_id=user_id, from_seq=effect.from_seq, to_seq=effect.to_seq)
+    if isinstance(effect, Find):
+        return store.get_session(effect.session_id, user_id=user_id)
+    assert isinstance(effect, Delete)
+    return store.delete_messages(session_id, effect.seqs, user_id=user_id, expected_seq=effect.expected_seq)

@@ -1,9 +1,19 @@
-"""The I/O-free core that ``Memory`` and ``AsyncMemory`` share.
+"""``MemoryCore``: one session's state and every decision about it, without I/O.
 
-It validates and counts incoming messages, keeps the window, the running
-summary and the stats, asks the strategy for plans and builds contexts. It
-never touches a store or a model: the facades do that, in the order
-*prepare -> store.append -> push -> plan -> evict -> (summarize) -> save state*.
+What comes in: the memory's :class:`~convmem.memory.options.Options` (its budget,
+counter and strategy are resolved here), the messages of an add, the rows a store
+read (:meth:`MemoryCore.restore`), a summarizer's text. What it keeps: the window
+(pinned messages and units, at the seqs the store gives), the running summary and
+the archived units still to fold, the state last saved, the counts behind ``stats()``.
+What goes out: the decisions, which the flows (:mod:`convmem.memory._flows`) turn
+into effects, and the contexts. A turn, as the flows run it::
+
+    prepare (parse, check, count once) -> push at the next seqs -> plan -> evict -> the state that follows
+      -> [store.append of the messages and that state]           (staged: _staging undoes it if refused)
+      -> fold_request -> [summarizer] -> fold_done / fold_failed -> state_to_save -> [store.save_state]
+    context(inputs, format, block texts) -> assemble within budget - reserve -> Context
+
+It never touches a store, a model or a sink (``tests/test_layout.py`` checks its imports).
 """
 
 from __future__ import annotations

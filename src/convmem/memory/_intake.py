@@ -1,7 +1,13 @@
-"""Turning what the user passes in into messages ready to count: ids, fast parsing, the counter.
+"""What ``add`` and ``context`` take, turned into messages ready to count: ids, fast parsing, the counter.
 
-Kept apart from the core because it is the one place that touches the outside
-world's shapes (plain dicts, model names) rather than convmem's own state.
+What comes in: what a caller passes (a ``Message``, an OpenAI, Anthropic or Responses
+dict: :data:`MessageLike`; for a context also plain text: :data:`InputLike`) and a
+model name. What happens: a plain ``{"role", "content"}`` dict skips the general
+parser; anything else goes through :func:`convmem.formats.parse_items`; messages
+without an id get one (a per-process random prefix and a counter); the model's
+registry entry picks the counter. What goes out: messages the core validates and
+counts once. Kept apart from the core because it is the one place that deals with
+the outside world's shapes rather than convmem's own state.
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ from ..stores.base import AsyncStore
 from ..stores.memory import AsyncMemoryStore
 from ..usage import Usage
 from . import _flows as flow
-from ._base import MemoryBase
-from ._effects import Absorb, Append, Delete, Effect, Find, Load, Read, SaveState, StoreEffect, Summarize
+from ._base import MemoryBase, store_call
+from ._effects import Absorb, Effect, Summarize
 from ._flows import Flow
 from ._intake import InputLike, MessageLike
 from .sinks import AsyncEvictionSink
@@ -73,7 +73,7 @@ class AsyncMemory(MemoryBase[AsyncStore]):
                 raise
             memory._owns_store = True
             return memory
-        perform = partial(_on_store, store, session_id=session_id, user_id=user_id, model=None)
+        perform = partial(store_call, store, session_id=session_id, user_id=user_id, model=None)
         merged, loaded = await adrive(flow.reopen(session_id, options), perform)
         memory = cls(store=store, session_id=loaded.info.id, user_id=user_id, **merged)
         memory._restore(loaded)
@@ -159,35 +159,7 @@ class AsyncMemory(MemoryBase[AsyncStore]):
                 sink.absorb(effect.units, session_id=self.session_id, user_id=self.user_id)
             return None
         try:
-            return self._exact(
-                await _on_store(self.store, effect, session_id=self.session_id, user_id=self.user_id, model=self.model)
-            )
+            session, user, model = self.session_id, self.user_id, self.model
+            return self._exact(await store_call(self.store, effect, session_id=session, user_id=user, model=model))
         except SessionNotFoundError as exc:
             raise self._lost(exc) from None
-
-
-async def _on_store(
-    store: AsyncStore, effect: StoreEffect, *, session_id: str, user_id: str | None, model: str | None
-) -> Any:
-    """Perform a store effect on an async store (see :mod:`convmem.memory._effects`)."""
-    if isinstance(effect, Append):
-        return await store.append(
-            session_id,
-            effect.messages,
-            user_id=user_id,
-            model=model,
-            expected_seq=effect.expected_seq,
-            expected_version=effect.expected_version,
-            state=effect.state,
-        )
-    if isinstance(effect, SaveState):
-        return await store.save_state(session_id, effect.state, expected_version=effect.state.version, user_id=user_id)
-    if isinstance(effect, Load):
-        return await store.load(effect.session_id or session_id, user_id=user_id, unfolded_limit=effect.unfolded_limit)
-    if isinstance(effect, Read):
-        return await store.messages(session_id, user_id=user_id, from_seq=effect.from_seq, to_seq=effect.to_seq)
-    if isinstance(effect, Find):
-        return await store.get_session(effect.session_id, user_id=user_id)
-    assert isinstance(effect, Delete)
-    await store.delete_messages(session_id, effect.seqs, user_id=user_id, expected_seq=effect.expected_seq)
-    return None
