@@ -73,7 +73,7 @@ def test_the_layers_table_is_the_one_the_layout_test_enforces() -> None:
     assert [int(number) for number, _ in rows] == list(range(len(LAYERS)))
     documented = []
     for _, packages in rows:
-        names = set(re.findall(r"`(\w+)`", packages))
+        names = set(re.findall(r"`([\w.]+)`", packages))  # dotted prefixes: `memory.aio`
         if "convmem" in names:  # "the root `convmem`": the package's __init__ and __main__
             names = (names - {"convmem"}) | {"__init__", "__main__"}
         documented.append(names)

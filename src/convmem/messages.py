@@ -38,6 +38,7 @@ __all__ = [
     "TextPart",
     "ToolCall",
     "content_text",
+    "same_message",
 ]
 
 Role: TypeAlias = Literal["system", "developer", "user", "assistant", "tool"]
@@ -351,6 +352,15 @@ def content_text(content: Content | Sequence[Part]) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(part.text for part in content if isinstance(part, TextPart))
+
+
+def same_message(a: Message, b: Message) -> bool:
+    """The same message for a retry: every field equal except ``created_at`` (a retry may stamp it anew).
+
+    The stores decide with it whether a batch is a retry; the memory, whether a batch its window holds
+    already is that retry (both must agree, so it lives here, below both).
+    """
+    return a == b or replace(a, created_at=None) == replace(b, created_at=None)
 
 
 def located(exc: InvalidMessageError, prefix: str) -> InvalidMessageError:

@@ -11,8 +11,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from ..memory import AsyncMemory, Memory
-from ..memory._base import InputLike
+from ..memory import AsyncMemory, InputLike, Memory
 from ..messages import Message
 from ..policy.context import Context
 

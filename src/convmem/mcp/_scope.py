@@ -22,7 +22,7 @@ from ..longterm import Facts, MemoryBlockStore, MemoryFactStore, WorkingBlock
 from ..longterm.blocks.store import BlockRecord, BlockStore
 from ..longterm.facts.model import Fact
 from ..memory import Memory
-from ..memory._base import stored_config
+from ..memory.options import stored_config
 from ..session import SessionState
 from ..stores.base import SessionStore
 

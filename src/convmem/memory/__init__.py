@@ -1,13 +1,16 @@
 """``Memory`` and ``AsyncMemory``: one conversation's memory, persisted in a store.
 
-Both twins run the same I/O-free core (:mod:`convmem.memory._core`) and the same
-write flows (:mod:`convmem.memory._flows`); they differ only in how they perform
-the flows' effects. Every turn::
+The package is the composition root over an I/O-free core. The twins
+(``Memory`` here, ``AsyncMemory`` in :mod:`~convmem.memory.aio`) share their
+constructor and reads (:mod:`~convmem.memory._base`) and every decision: each
+operation is a flow (:mod:`~convmem.memory._flows`) over the core
+(:mod:`~convmem.memory._core`), and a twin only performs its effects, sync or
+awaited. Every turn::
 
     add(message)   validate -> count once -> push into the window -> strategy plan -> evict
                    -> store.append: the messages and the state they imply, in one write, under this
                       writer's view of the session (stale: catch up and decide again)
-                   -> fold the archived units into the running summary -> save state
+                   -> fold the archived units into the running summary -> save state -> sinks
     context(input) blocks -> assembly within the exact budget -> render for the provider
 
 Each operation holds the memory's lock (a ``threading.RLock``; an
@@ -15,7 +18,8 @@ Each operation holds the memory's lock (a ``threading.RLock``; an
 or tasks. Several memories (processes) can share one session: each catches
 up with what the others appended before it writes (``refresh()`` does it on
 demand), so they converge, and the stored order is always a valid
-conversation.
+conversation. The options are :class:`Options`; evicted units flow on to the
+sinks (:class:`EvictionSink`, :class:`AsyncEvictionSink`).
 
 Example::
 
@@ -30,52 +34,64 @@ Example::
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Iterable
-from typing import Any
+from collections.abc import Iterable
+from functools import partial
+from typing import Any, TypeVar, cast
 
-from ..errors import ConfigurationError, InvalidMessageError, SessionNotFoundError
-from ..formats import parse_reply
-from ..messages import Message, StoredMessage
+from .._effects import drive
+from ..errors import ConfigurationError, SessionNotFoundError
+from ..messages import Message
 from ..policy.context import Context
-from ..policy.repair import synthetic_results
+from ..policy.strategies import Summarizer
 from ..session import MessageStatus
 from ..stores import open_store
-from ..stores._writes import lost
 from ..stores.base import Store
 from ..stores.memory import MemoryStore
-from ..usage import Stats, Usage, parse_usage
+from ..usage import Usage
 from . import _flows as flow
-from ._base import InputLike, MemoryBase, open_options
-from ._flows import Absorb, Append, Delete, Effect, Load, Read, SaveState, Summarize
-from ._flows import describe as _describe
-from ._intake import MessageLike
+from ._base import MemoryBase, store_call
+from ._core import MemoryCore
+from ._effects import Absorb, Effect, Read, Summarize
+from ._flows import Flow
+from ._intake import InputLike, MessageLike
 from .aio import AsyncMemory
+from .options import Options
+from .sinks import AsyncEvictionSink, EvictionSink
 
-__all__ = ["AsyncMemory", "Memory"]
+__all__ = ["AsyncEvictionSink", "AsyncMemory", "EvictionSink", "InputLike", "Memory", "MessageLike", "Options"]
 
-_REPAIR_TRIES = 3
+T = TypeVar("T")
 
 
-class Memory(MemoryBase):
-    """A conversation memory with a synchronous API. See the module docstring."""
+class Memory(MemoryBase[Store]):
+    """A conversation memory with a synchronous API. See the module docstring; options: ``MemoryBase.__init__``."""
 
-    def __init__(self, model: str | None = None, *, store: Store | str | None = None, **options: Any) -> None:
-        super().__init__(model, **options)
+    _lock: threading.RLock
+
+    def _attach(self, store: Store | str | None) -> None:
+        _refuse_async_only(self._core)  # before a URL is opened: a refused memory leaves nothing open
         self._owns_store = store is None or isinstance(store, str)  # what this memory opens, it closes
         if isinstance(store, str):
             store = open_store(store)  # "sqlite", "sqlite:///path.db", "files:///dir", "postgresql://...", ...
-        self.store: Store = store if store is not None else MemoryStore()
+        self.store = store if store is not None else MemoryStore()
         self._lock = threading.RLock()
-        summarizer = self._core.strategy.summarizer
-        if summarizer is not None and not hasattr(summarizer, "summarize"):
-            raise ConfigurationError("this summarizer is async-only; use AsyncMemory or a sync summarizer")
+
+    def _reading(self) -> threading.RLock:
+        return self._lock
 
     @classmethod
     def open(cls, session_id: str, *, store: Store | str, user_id: str | None = None, **options: Any) -> Memory:
         """Reopen a stored session (a unique id prefix is enough) with its exact state.
 
-        ``store`` is a store or a URL (the memory then owns and closes what it opened). Without options it
-        reuses the budget, reserve and strategy the session was created with; options given here win.
+        Args:
+            session_id: the session's id, or a prefix of it that names one session.
+            store: the store, or its URL (the memory then owns and closes what it opened).
+            user_id: the session's user.
+            **options: any option of the constructor; without them the memory reuses the budget,
+                reserve and strategy the session was created with, and options given here win.
+
+        Raises:
+            SessionNotFoundError: no such session (``AmbiguousSessionError``: the prefix names several).
         """
         if isinstance(store, str):
             opened = open_store(store)
@@ -86,11 +102,9 @@ class Memory(MemoryBase):
                 raise
             memory._owns_store = True
             return memory
-        info = store.get_session(session_id, user_id=user_id)
-        peek = store.load(info.id, user_id=user_id)
-        merged, unfolded = open_options(peek.state, options, info.model)
-        loaded = store.load(info.id, user_id=user_id, unfolded_limit=unfolded) if unfolded else peek
-        memory = cls(store=store, session_id=info.id, user_id=user_id, **merged)
+        perform = partial(store_call, store, session_id=session_id, user_id=user_id, model=None)
+        merged, loaded = drive(flow.reopen(session_id, options), perform)
+        memory = cls(store=store, session_id=loaded.info.id, user_id=user_id, **merged)
         memory._restore(loaded)
         return memory
 
@@ -105,21 +119,12 @@ class Memory(MemoryBase):
         stores nothing and returns the stored messages.
         """
         with self._lock:
-            prepared = self._core.prepare(messages, check=False)  # the flow checks it against the window
-            if not prepared:
-                return []
-            added: list[Message] = self._drive(flow.add(self._core, prepared, has_sinks=bool(self._sinks)))
-            return added
+            return self._drive(flow.add_many(self._core, messages))
 
     def context(self, input: InputLike = None, *, format: str | None = None) -> Context:
         """The messages for the next request, within the budget, with an account of them."""
         with self._lock:
             return self._context(input, format)
-
-    def stats(self) -> Stats:
-        """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings."""
-        with self._lock:  # a consistent reading while another thread adds
-            return super().stats()
 
     def refresh(self) -> None:
         """Catch up with what other writers (processes) stored in this session since this memory last read it."""
@@ -129,28 +134,17 @@ class Memory(MemoryBase):
     def messages(self, status: MessageStatus | Iterable[MessageStatus] | None = None) -> list[Message]:
         """Every stored message, oldest first, optionally only those of the given status(es)."""
         with self._lock:
-            keep = self._filter(status)
-            try:
-                return [s.message for s in self.store.messages(self.session_id, user_id=self.user_id) if keep(s)]
-            except SessionNotFoundError:
-                if self._core.next_seq:
-                    raise lost(self.session_id, self._core.next_seq) from None
-                return []  # the session is created lazily, on its first message
+            return self._drive(flow.messages(self._core, status))
 
     def clear(self, *, keep_system: bool = True) -> None:
         """Archive the whole window (nothing is deleted); with ``keep_system=False`` unpin system messages too."""
         with self._lock:
-            self._drive(
-                flow.save(
-                    self._core, lambda: self._clear(keep_system), unpins=not keep_system, has_sinks=bool(self._sinks)
-                )
-            )
+            self._drive(flow.clear(self._core, keep_system=keep_system))
 
     def rollback_incomplete(self) -> list[Message]:
         """Delete a trailing assistant tool call that has no (or not all) results; returns what was removed."""
         with self._lock:
-            removed: list[Message] = self._drive(flow.rollback(self._core))
-            return removed
+            return self._drive(flow.rollback(self._core))
 
     def repair(self) -> list[Message]:
         """Answer unanswered trailing tool calls with marked synthetic results; returns the added messages.
@@ -158,27 +152,12 @@ class Memory(MemoryBase):
         Any writer may call it, e.g. when the writer that made the calls crashed before their results.
         """
         with self._lock:
-            for _ in range(_REPAIR_TRIES):
-                pending = self._core.window.pending
-                if pending is None:
-                    return []
-                prepared = self._core.prepare(synthetic_results(pending))
-                try:
-                    added: list[Message] = self._drive(flow.add(self._core, prepared, has_sinks=bool(self._sinks)))
-                    return added
-                except InvalidMessageError:
-                    if self._core.window.pending is pending:
-                        raise
-                    # Another writer answered or removed the calls meanwhile: look again.
-            return []
+            return self._drive(flow.repair(self._core))
 
     def record_usage(self, usage: Any) -> Usage:
         """Add a provider's usage (OpenAI, Responses or Anthropic) to the stats and the cost."""
-        parsed = parse_usage(usage)
         with self._lock:
-            self._learn(parsed)  # once, whatever the save below retries
-            self._drive(flow.save(self._core, lambda: self._add_usage(parsed)))
-        return parsed
+            return self._drive(flow.record(self._core, usage))
 
     def add_response(self, response: Any) -> list[Message]:
         """Store a provider's reply as it comes, and record its usage; returns the messages stored.
@@ -189,17 +168,14 @@ class Memory(MemoryBase):
         annotations are kept in ``extra`` and never sent again), then its usage goes to the stats and
         the cost, cached and cache-write tokens at the registry's cached prices.
         """
-        messages, usage = parse_reply(response)
         with self._lock:
-            added = self.add_many(messages) if messages else []
-            if usage is not None:
-                self.record_usage(usage)
-        return added
+            return self._drive(flow.respond(self._core, response))
 
     def close(self) -> None:
         """Close the store if this memory opened it (a store passed in belongs to the caller)."""
-        if self._owns_store:
-            self.store.close()
+        with self._lock:  # after the operation in progress, not under it
+            if self._owns_store:
+                self.store.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -207,72 +183,34 @@ class Memory(MemoryBase):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _drive(self, steps: Generator[Effect, Any, Any]) -> Any:
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                effect = steps.send(value) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            try:
-                value, error = self._perform(effect), None
-            except BaseException as exc:  # thrown back: the flow undoes what it staged
-                value, error = None, exc
+    def _drive(self, steps: Flow[T]) -> T:
+        return drive(steps, self._perform)
 
     def _perform(self, effect: Effect) -> Any:
-        store, session_id, user_id = self.store, self.session_id, self.user_id
-        if isinstance(effect, Append):
-            return store.append(
-                session_id,
-                effect.messages,
-                user_id=user_id,
-                model=self.model,
-                expected_seq=effect.expected_seq,
-                expected_version=effect.expected_version,
-                state=effect.state,
-            )
         if isinstance(effect, Summarize):
-            request = effect.request
-            try:
-                return self._charge(
-                    self._core.strategy.summarizer.summarize(  # type: ignore[union-attr]
-                        request.previous, request.messages, request.max_tokens
-                    )
-                )
-            except Exception as exc:  # any summarizer failure must keep the data (invariant 8)
-                return self._charge(exc)
+            request = effect.request  # a sync memory refused an async-only summarizer or sink when it was made
+            summarizer = cast(Summarizer, self._core.strategy.summarizer)
+            return summarizer.summarize(request.previous, request.messages, request.max_tokens)
         if isinstance(effect, Absorb):
-            self._absorb(effect.units)
+            cast(EvictionSink, effect.sink).absorb(effect.units, session_id=self.session_id, user_id=self.user_id)
             return None
-        return self._scoped(
-            lambda: _stored_effect(store, effect, session_id, user_id, self._core.state.version),
-        )
-
-    def _scoped(self, call: Callable[[], Any]) -> Any:
         try:
-            return self._exact(call())
-        except SessionNotFoundError:
-            if self._core.next_seq:
-                raise lost(self.session_id, self._core.next_seq) from None
-            raise
-
-    def _absorb(self, units: list[list[StoredMessage]]) -> None:
-        for sink in self._sinks:
-            try:
-                sink.absorb(units, session_id=self.session_id, user_id=self.user_id)
-            except Exception as exc:  # the units are archived already; a sink failure loses nothing
-                self._core.warn(f"eviction sink {type(sink).__name__} failed: {_describe(exc)}")
+            result = store_call(self.store, effect, session_id=self.session_id, user_id=self.user_id, model=self.model)
+            # A sync store's messages are an iterator that may fail as it is read: read it here, where a
+            # session gone missing is recognized as lost.
+            return self._exact(list(result) if isinstance(effect, Read) else result)
+        except SessionNotFoundError as exc:
+            raise self._lost(exc) from None
 
 
-def _stored_effect(store: Store, effect: Effect, session_id: str, user_id: str | None, version: int) -> Any:
-    """Perform a Load, Read, Delete or SaveState on a sync store."""
-    if isinstance(effect, SaveState):
-        return store.save_state(session_id, effect.state, expected_version=version, user_id=user_id)
-    if isinstance(effect, Load):
-        return store.load(session_id, user_id=user_id, unfolded_limit=effect.unfolded_limit)
-    if isinstance(effect, Read):
-        return list(store.messages(session_id, user_id=user_id, from_seq=effect.from_seq, to_seq=effect.to_seq))
-    assert isinstance(effect, Delete)
-    store.delete_messages(session_id, effect.seqs, user_id=user_id, expected_seq=effect.expected_seq)
-    return None
+def _refuse_async_only(core: MemoryCore) -> None:
+    """A sync memory cannot await: a summarizer or a sink it could only await is refused when it is made."""
+    summarizer = core.strategy.summarizer
+    if summarizer is not None and not hasattr(summarizer, "summarize"):
+        raise ConfigurationError("this summarizer is async-only; use AsyncMemory or a sync summarizer")
+    for index, sink in enumerate(core.sinks):
+        if not isinstance(sink, EvictionSink):
+            raise ConfigurationError(
+                f"sinks[{index}] ({type(sink).__name__}) is async-only (aabsorb); "
+                "use AsyncMemory or a sink with absorb()"
+            )

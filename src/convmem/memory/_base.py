@@ -1,131 +1,190 @@
-"""What ``Memory`` and ``AsyncMemory`` share: configuration, and the API that does no I/O.
+"""``MemoryBase``: the constructor both twins share, and what they do without I/O.
 
-The twins differ only in how they perform I/O (:mod:`convmem.memory`); every
-decision lives in the core (:mod:`convmem.memory._core`), the eviction flow
-(:mod:`convmem.memory._flows`) and this base. The configuration a memory was made with
-is saved with its state, so ``Memory.open(session_id, store=...)`` without
-options reproduces the same budget and strategy (and so the same context).
+What comes in: a model, the options (each documented on :meth:`MemoryBase.__init__`
+and checked by :class:`~convmem.memory.options.Options`), a store or its URL, the
+session's and the user's ids. What happens: the options are checked and the core
+(:mod:`convmem.memory._core`) is built from them; then the twin attaches what
+differs (``_attach``: a sync or an async store, a ``threading.RLock`` or an
+``asyncio.Lock``, what only a sync memory refuses). The operations that need no
+I/O are written here once: ``stats()``, ``pending_tool_calls``, a context (blocks
+rendered for the turn, then assembly), and what the twins' performers share: the
+store call each store effect names (:func:`store_call`: the sync and async stores
+take the same arguments), a result read for another session, a session lost under
+a writer. Every write is a flow (:mod:`convmem.memory._flows`) that the twin drives. What goes out: the
+memory's attributes (``store``, ``session_id``, ``user_id``, ``model``, ``format``,
+``options``) and its read-only properties.
 """
 
 from __future__ import annotations
 
-import inspect
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
-from ..errors import ConfigurationError, ContextOverflowError, SessionNotFoundError
+from ..errors import ContextOverflowError, SessionNotFoundError
+from ..formats import Format
 from ..limits import Limits
 from ..longterm.blocks.base import Block, Turn
 from ..policy.assembly import BlockText, Overflow
 from ..policy.context import Context
-from ..policy.strategies import Plan, Strategy
-from ..policy.units import Unit
-from ..session import LoadedSession, MessageStatus, SessionState, status_of
-from ..tokens import Calibration, ModelInfo, TokenCounter, cost, lookup_model
-from ..usage import ModelUsage, Stats, Usage, parse_usage
+from ..policy.strategies import AsyncSummarizer, Strategy, Summarizer
+from ..session import LoadedSession
+from ..stores._writes import lost
+from ..stores.base import AsyncStore, Store
+from ..tokens import TokenCounter
+from ..usage import Stats
 from ._core import MemoryCore
-from ._intake import MessageLike
+from ._effects import Append, Delete, Find, Load, Read, SaveState, StoreEffect
+from ._intake import InputLike
+from ._staging import keep_config
+from ._usage import adopt, noted
+from .options import FOLDING, Options
+from .sinks import AsyncEvictionSink, EvictionSink
 
-__all__ = ["CONFIG_KEY", "InputLike", "MemoryBase", "initial_state", "keep_config", "open_options", "stored_config"]
+__all__ = ["MemoryBase", "store_call"]
 
-InputLike = MessageLike | str | Sequence[MessageLike] | None
-CONFIG_KEY = "config"
-CALIBRATION_KEY = "calibration"  # what a calibrated counter learned, saved with the session's stats
-UNFOLDED_LIMIT = 10_000  # archived-but-unfolded rows a folding memory re-reads on open (a failed summary's queue)
-_STRATEGY_ATTRIBUTES = ("max_tokens", "keep_recent_tokens", "max_messages", "keep_turns", "low_watermark")
+StoreT = TypeVar("StoreT")
 
 
-class MemoryBase:
-    """Configuration and the pure read-only API shared by both twins."""
+class MemoryBase(Generic[StoreT]):
+    """The constructor, the configuration and the I/O-free reads of both twins."""
+
+    store: StoreT
 
     def __init__(
         self,
         model: str | None = None,
         *,
+        store: StoreT | str | None = None,
         session_id: str | None = None,
         user_id: str | None = None,
         max_tokens: int | None = None,
         max_output_tokens: int | None = None,
-        counter: TokenCounter | str | None = None,
+        counter: TokenCounter | Literal["approximate", "calibrated"] | None = None,
         strategy: str | Strategy = "token_budget",
         strategy_options: Mapping[str, Any] | None = None,
-        summarizer: Any = None,
+        summarizer: Summarizer | AsyncSummarizer | None = None,
         on_overflow: Overflow = "truncate",
         summary_max_tokens: int | None = None,
         blocks: Sequence[Block] = (),
         pinned_context: Callable[[], str] | None = None,
         block_template: Callable[[Sequence[BlockText]], str] | None = None,
-        sinks: Sequence[Any] = (),
-        format: str = "openai",
+        sinks: Sequence[EvictionSink | AsyncEvictionSink] = (),
+        format: Format = "openai",
         limits: Limits | None = None,
         cache_breakpoints: bool = True,
     ) -> None:
-        _check_options(format, strategy, strategy_options, max_tokens, max_output_tokens, summary_max_tokens)
-        if limits is not None and not isinstance(limits, Limits):
-            raise ConfigurationError(f"limits must be a convmem.limits.Limits, got {type(limits).__name__}")
-        options = dict(strategy_options or {})
-        default_summarizer = None
-        if isinstance(strategy, str) and strategy in ("summary_buffer", "compaction"):
-            if summarizer is None:
-                # Offline and pure (it imports only the model layer): the documented extractive default.
-                from ..llm.extractive import ExtractiveSummarizer
+        """A memory of one session: a new one, or one a store already holds messages of.
 
-                summarizer = default_summarizer = ExtractiveSummarizer()
-            options["summarizer"] = summarizer
-        elif summarizer is not None:
-            raise ConfigurationError("a summarizer is only used by the summary_buffer and compaction strategies")
-        self._core = MemoryCore(
+        Args:
+            model: the model the requests are for (``"gpt-4o"``, ``"claude-sonnet-4-5"``...): its
+                registry entry gives the budget, the output allowance, the prices and the exact
+                counter. An unknown model needs ``counter`` (or a known one ``max_tokens``).
+            store: where the session is kept: a store (the caller's: it stays open), a URL such as
+                ``"sqlite:///chat.db"`` or ``"postgresql://..."`` (the memory opens it and ``close()``
+                closes it), or None for a store in this process's memory.
+            session_id: the session's id (default: a new random one). Use ``open`` to resume a stored
+                session with its options.
+            user_id: the user the session belongs to: sessions, facts and recall are scoped by it.
+            max_tokens: the budget of a request and its reply, in tokens (default: the model's context
+                window; at most that window).
+            max_output_tokens: tokens kept free for the reply (default: the model's output allowance,
+                at most a quarter of its window, when ``max_tokens`` is not given; otherwise 0).
+            counter: a ``TokenCounter``; ``"calibrated"``, an estimate that learns from the usage the
+                provider reports (any model); or ``"approximate"`` (default: the model's exact
+                counter, else a calibrated one).
+            strategy: what leaves the window when it is full: ``"token_budget"`` (the oldest units,
+                down to a low watermark), ``"sliding_window"``, ``"summary_buffer"`` and ``"compaction"``
+                (both fold what leaves into a running summary), or a ``Strategy`` object.
+            strategy_options: keyword options of a named strategy, e.g. ``{"max_messages": 20}`` for
+                ``sliding_window`` or ``{"max_tokens": 4000, "keep_recent_tokens": 1500}``.
+            summarizer: writes the running summary of ``summary_buffer`` and ``compaction``
+                (default: the offline extractive summarizer); refused with other strategies.
+            on_overflow: when what cannot be cut (pinned messages, the newest unit, the input) exceeds
+                the budget: ``"truncate"`` cuts the newest text, ``"raise"`` raises
+                ``ContextOverflowError``.
+            summary_max_tokens: the running summary's cap (default: a tenth of the input budget,
+                between 64 and 2,000).
+            blocks: context sent with every request, by priority: static, callable, working, facts
+                and recall blocks (``convmem.longterm``).
+            pinned_context: a callable whose text is sent every turn, never cut (a block of priority 0).
+            block_template: joins the blocks' texts into what is sent (default: each under its name).
+            sinks: eviction sinks (``convmem.memory.EvictionSink``) that receive every evicted unit:
+                ``Facts`` with an extractor, a ``RecallIndex``.
+            format: what ``context()`` renders when no format is given: ``"openai"`` (Chat
+                Completions), ``"anthropic"`` (Messages) or ``"responses"``.
+            limits: what a message may hold at the door (default: ``convmem.limits.Limits()``).
+            cache_breakpoints: whether the ``"anthropic"`` format marks with ``cache_control`` where
+                the stable prefix ends (at most 4 marks with the caller's own).
+
+        Raises:
+            ConfigurationError: an option of the wrong type or out of range, a budget the model's
+                window cannot hold or that the reserve fills, a summarizer without a folding strategy.
+            UnknownModelError: ``model`` is not in the registry and no ``counter`` is given.
+        """
+        if summarizer is None and isinstance(strategy, str) and strategy in FOLDING:
+            # Offline and pure (it imports only the model layer): the documented extractive default.
+            from ..llm.extractive import ExtractiveSummarizer
+
+            summarizer = default = ExtractiveSummarizer()
+        else:
+            default = None
+        self.options = Options(
             model=model,
             max_tokens=max_tokens,
             max_output_tokens=max_output_tokens,
             counter=counter,
             strategy=strategy,
-            strategy_options=options,
+            strategy_options=strategy_options,
+            summarizer=summarizer,
             on_overflow=on_overflow,
             summary_max_tokens=summary_max_tokens,
             blocks=blocks,
             pinned_context=pinned_context,
             block_template=block_template,
-            limits=limits,
-        )
-        self._core.cache_breakpoints = bool(cache_breakpoints)
-        if default_summarizer is not None:
-            default_summarizer.bind(self._core.counter.count_text)
-        self._core.counts[CONFIG_KEY] = _config(
-            max_tokens=max_tokens,
-            max_output_tokens=max_output_tokens,
-            strategy=strategy,
-            strategy_options=strategy_options,
-            on_overflow=on_overflow,
-            summary_max_tokens=summary_max_tokens,
+            sinks=sinks,
             format=format,
+            limits=limits,
+            cache_breakpoints=cache_breakpoints,
         )
+        self._core = MemoryCore(self.options)
+        if default is not None:
+            default.bind(self._core.counter.count_text)
         self.session_id = session_id or uuid.uuid4().hex
         self.user_id = user_id
         self.model = model
-        self.format = format
-        self._sinks = list(sinks)
-        self._prediction: tuple[int, float] | None = None
-        calibration = getattr(self._core.counter, "calibration", None)
-        self._calibration = calibration if isinstance(calibration, Calibration) else None
+        self.format: Format = format
+        self._attach(store)
+
+    def _attach(self, store: StoreT | str | None) -> None:
+        """The twin's part of the constructor: check what only it refuses, take the store, make the lock."""
+        raise NotImplementedError
+
+    def _reading(self) -> AbstractContextManager[Any]:
+        """What a read that does no I/O holds: the twin's lock, when it can be taken without awaiting."""
+        raise NotImplementedError
 
     @property
     def budget(self) -> int:
+        """The budget of a request and its reply, in tokens (fixed when the memory is made)."""
         return self._core.budget
 
     @property
     def reserved_output(self) -> int:
+        """The tokens kept free for the reply (fixed when the memory is made)."""
         return self._core.reserve
 
     @property
     def counter(self) -> TokenCounter:
+        """The counter every message is counted with, once, when it is added."""
         return self._core.counter
 
     @property
     def strategy(self) -> Strategy:
+        """The eviction strategy the memory plans with."""
         return self._core.strategy
 
     def stats(self) -> Stats:
@@ -136,76 +195,29 @@ class MemoryBase:
         priming (and, in the Anthropic format, the continuation placeholder). Blocks are left out
         because rendering them may search a store; ``context().account.blocks`` has their share.
         """
-        core = self._core
-        stats = core.stats()
-        try:
-            tokens = core.context([], self.format, []).tokens
-        except ContextOverflowError:  # on_overflow="raise" and the irreducible part does not fit
-            tokens = stats.context_tokens + core.counter.reply_priming
-        return replace(stats, context_tokens=tokens)
+        with self._reading():  # a consistent reading while another thread adds
+            core = self._core
+            stats = core.stats()
+            try:
+                tokens = core.context([], self.format, []).tokens
+            except ContextOverflowError:  # on_overflow="raise" and the irreducible part does not fit
+                tokens = stats.context_tokens + core.counter.reply_priming
+            return replace(stats, context_tokens=tokens)
 
     @property
     def pending_tool_calls(self) -> list[str]:
         """Ids of the newest assistant message's calls that still await results, in call order."""
-        pending = self._core.window.pending
-        if pending is None:
-            return []
-        return [call.id for call in pending.entries[0].message.tool_calls if call.id in pending.pending]
+        with self._reading():
+            return self._core.pending_tool_calls()
 
     def _context(self, input: InputLike, format: str | None) -> Context:
         core = self._core
         inputs = core.inputs(input) if input is not None else []
         if not core.blocks:
-            return self._noted(core.context(inputs, format or self.format, [], track=True))
-        query = inputs[-1][0].text if inputs else _last_user_text(core)
+            return noted(core, core.context(inputs, format or self.format, [], track=True))
+        query = inputs[-1][0].text if inputs else core.last_user_text()
         turn = Turn(query, self.session_id, self.user_id, core.window_start, datetime.now(timezone.utc))
-        return self._noted(core.context(inputs, format or self.format, core.block_texts(query, turn), track=True))
-
-    def _noted(self, context: Context) -> Context:
-        """Keep the context's warnings in the stats, and what a calibrated counter predicted for it."""
-        for warning in context.warnings:
-            self._core.warn(warning, once=True)
-        if self._calibration is not None:
-            self._prediction = (context.tokens, self._calibration.factor)
-        return context
-
-    def _learn(self, parsed: Usage) -> None:
-        """Teach a calibrated counter the prompt tokens reported for the last context (once per context)."""
-        prediction, self._prediction = self._prediction, None
-        calibration = self._calibration
-        if prediction is None or calibration is None or not parsed.input_tokens:
-            return
-        if calibration.observe(prediction[0], prediction[1], parsed.input_tokens):
-            self._core.counts[CALIBRATION_KEY] = calibration.snapshot()
-
-    def _usage(self, usage: Any, model: str | None = None) -> Usage:
-        parsed = parse_usage(usage)
-        if model is None:
-            self._learn(parsed)
-        self._add_usage(parsed, model)
-        return parsed
-
-    def _add_usage(self, parsed: Usage, model: str | None = None) -> list[Unit]:
-        """Count ``parsed`` in the stats; evicts nothing (the shape :func:`convmem.memory._flows.save` expects)."""
-        counts = self._core.counts
-        counts["input_tokens"] += parsed.input_tokens
-        counts["output_tokens"] += parsed.output_tokens
-        counts["cached_input_tokens"] += parsed.cached_input_tokens
-        counts["cache_write_tokens"] = counts.get("cache_write_tokens", 0) + parsed.cache_write_input_tokens
-        info = self._core.info if model is None else _priced(model)
-        if info is not None and info.input_price_per_mtok is not None:  # open-weight models have no list price
-            tokens = (parsed.input_tokens, parsed.output_tokens)
-            billed = cost(info, *tokens, parsed.cached_input_tokens, parsed.cache_write_input_tokens)
-            counts["cost_usd"] += billed
-            counts["cache_savings_usd"] = counts.get("cache_savings_usd", 0.0) + cost(info, *tokens) - billed
-        return []
-
-    def _charge(self, outcome: object) -> object:
-        """Add the usage a summarizer reports on its result or its error (``.usage``: ModelUsage items)."""
-        for item in getattr(outcome, "usage", None) or ():
-            if isinstance(item, ModelUsage):
-                self._usage(item.usage, item.model)
-        return outcome
+        return noted(core, core.context(inputs, format or self.format, core.block_texts(query, turn), track=True))
 
     def _exact(self, value: Any) -> Any:
         """``value``, unless it is another session than this memory's (a store resolves id prefixes)."""
@@ -213,111 +225,40 @@ class MemoryBase:
             raise SessionNotFoundError(self.session_id)
         return value
 
+    def _lost(self, error: SessionNotFoundError) -> Exception:
+        """What a store's "not found" means to this memory: lost, if it holds seqs of the session (never re-created)."""
+        return lost(self.session_id, self._core.next_seq) if self._core.next_seq else error
+
     def _restore(self, loaded: LoadedSession) -> None:
         keep_config(self._core, loaded)
-        snapshot = self._core.counts.get(CALIBRATION_KEY)
-        if self._calibration is not None and isinstance(snapshot, Mapping):
-            self._calibration.adopt(snapshot)  # only when this process has learned nothing yet for the model
-
-    def _clear(self, keep_system: bool) -> list[Unit]:
-        """Archive the whole window (and unpin system messages unless ``keep_system``); returns the units."""
-        core = self._core
-        if not keep_system:
-            last = core.counts["last_seq"]
-            core.window.pinned.clear()
-            core.window.pinned_tokens = 0
-            core.state = _with(core.state, pinned_start=(last + 1) if last is not None else 0)
-        return core.evict(Plan(evict=len(core.window.units), fold=False, reason="clear"))
-
-    def _filter(self, status: MessageStatus | Iterable[MessageStatus] | None) -> Callable[[Any], bool]:
-        wanted = None if status is None else ({status} if isinstance(status, str) else set(status))
-        state = self._core.state
-        return lambda stored: wanted is None or status_of(stored, state) in wanted
+        adopt(self._core)  # only when this process has learned nothing yet for the model
 
 
-def keep_config(core: MemoryCore, loaded: LoadedSession) -> None:
-    """``core.restore(loaded)``, keeping the options the session was created with as the ones it saves.
+def store_call(
+    store: Store | AsyncStore, effect: StoreEffect, *, session_id: str, user_id: str | None, model: str | None
+) -> Any:
+    """Call the store a store effect names (see :mod:`convmem.memory._effects`), for both twins.
 
-    A memory opened with other options uses them, but never replaces the session's own: a later
-    ``Memory.open`` without options gets what the session was created with. A session saved before
-    options were kept takes this memory's.
+    The sync and the async stores take the same arguments, so this is written once: ``Memory`` gets
+    the result, ``AsyncMemory`` the awaitable it awaits.
     """
-    own, learned = core.counts[CONFIG_KEY], core.counts.get(CALIBRATION_KEY)
-    core.restore(loaded)
-    if not isinstance(core.counts.get(CONFIG_KEY), Mapping):
-        core.counts[CONFIG_KEY] = own
-    if learned is not None:  # what this process's counter learned is newer than what a catch-up read
-        core.counts[CALIBRATION_KEY] = learned
-
-
-def _config(*, strategy: str | Strategy, strategy_options: Mapping[str, Any] | None, **plain: Any) -> dict[str, Any]:
-    """The JSON-able options that decide the context; a summarizer or counter object cannot be saved."""
-    config = {key: value for key, value in plain.items() if value is not None}
-    if isinstance(strategy, str):
-        options = {k: v for k, v in (strategy_options or {}).items() if _jsonable(v)}
-        config.update(strategy=strategy, strategy_options=options)
-    else:
-        attributes = {a: getattr(strategy, a) for a in _STRATEGY_ATTRIBUTES if hasattr(strategy, a)}
-        config.update(strategy=strategy.name, strategy_options={k: v for k, v in attributes.items() if _jsonable(v)})
-    return config
-
-
-def _check_options(format: Any, strategy: Any, strategy_options: Any, *numbers: Any) -> None:
-    """Options of the wrong type are a ConfigurationError, whether passed or read from a stored config."""
-    if format not in ("openai", "anthropic", "responses"):
-        raise ConfigurationError(f"format must be 'openai', 'anthropic' or 'responses', got {format!r}")
-    if not isinstance(strategy, str) and not hasattr(strategy, "plan"):
-        raise ConfigurationError(f"strategy must be a name or a Strategy, got {type(strategy).__name__}")
-    if strategy_options is not None and not isinstance(strategy_options, Mapping):
-        raise ConfigurationError(f"strategy_options must be a mapping, got {type(strategy_options).__name__}")
-    for number in numbers:
-        if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 0):
-            raise ConfigurationError(f"token counts and budgets must be non-negative integers, got {number!r}")
-
-
-def _jsonable(value: object) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
-
-
-def stored_config(state: SessionState) -> dict[str, Any]:
-    """The options a session was saved with (empty for sessions saved before configs were kept)."""
-    config = state.stats.get(CONFIG_KEY)
-    if not isinstance(config, Mapping):
-        return {}
-    known = inspect.signature(MemoryBase.__init__).parameters
-    return {k: v for k, v in config.items() if k in known and k != "self"}  # a foreign key is no option
-
-
-def initial_state(memory: MemoryBase) -> SessionState:
-    """The state a new, empty session is saved with: the memory's options, so that opening it reuses them."""
-    return SessionState(stats={CONFIG_KEY: dict(memory._core.counts[CONFIG_KEY])})
-
-
-def open_options(state: SessionState, options: Mapping[str, Any], model: str | None) -> tuple[dict[str, Any], int]:
-    """Options for reopening: the stored config, overridden by ``options``; and how many unfolded rows to read."""
-    merged = stored_config(state)
-    if "strategy" in options and "strategy_options" not in options:
-        merged.pop("strategy_options", None)  # options of another strategy would not apply
-    merged.update(options)
-    merged.setdefault("model", model)
-    strategy = merged.get("strategy", "token_budget")
-    folds = strategy in ("summary_buffer", "compaction") or getattr(strategy, "summarizer", None) is not None
-    return merged, UNFOLDED_LIMIT if folds else 0
-
-
-def _priced(model: str) -> ModelInfo | None:
-    try:
-        return lookup_model(model)
-    except KeyError:  # a local or unlisted summarizer model: its tokens count, its cost is unknown
-        return None
-
-
-def _last_user_text(core: MemoryCore) -> str | None:
-    for unit in reversed(core.window.units):
-        if unit.kind == "user":
-            return unit.entries[0].message.text
-    return None
-
-
-def _with(state: SessionState, **changes: Any) -> SessionState:
-    return replace(state, **changes)
+    if isinstance(effect, Append):
+        return store.append(
+            session_id,
+            effect.messages,
+            user_id=user_id,
+            model=model,
+            expected_seq=effect.expected_seq,
+            expected_version=effect.expected_version,
+            state=effect.state,
+        )
+    if isinstance(effect, SaveState):
+        return store.save_state(session_id, effect.state, expected_version=effect.state.version, user_id=user_id)
+    if isinstance(effect, Load):
+        return store.load(effect.session_id or session_id, user_id=user_id, unfolded_limit=effect.unfolded_limit)
+    if isinstance(effect, Read):
+        return store.messages(session_id, user_id=user_id, from_seq=effect.from_seq, to_seq=effect.to_seq)
+    if isinstance(effect, Find):
+        return store.get_session(effect.session_id, user_id=user_id)
+    assert isinstance(effect, Delete)
+    return store.delete_messages(session_id, effect.seqs, user_id=user_id, expected_seq=effect.expected_seq)

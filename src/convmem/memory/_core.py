@@ -1,35 +1,46 @@
-"""The I/O-free core that ``Memory`` and ``AsyncMemory`` share.
+"""``MemoryCore``: one session's state and every decision about it, without I/O.
 
-It validates and counts incoming messages, keeps the window, the running
-summary and the stats, asks the strategy for plans and builds contexts. It
-never touches a store or a model: the facades do that, in the order
-*prepare -> store.append -> push -> plan -> evict -> (summarize) -> save state*.
+What comes in: the memory's :class:`~convmem.memory.options.Options` (its budget,
+counter and strategy are resolved here), the messages of an add, the rows a store
+read (:meth:`MemoryCore.restore`), a summarizer's text. What it keeps: the window
+(pinned messages and units, at the seqs the store gives), the running summary and
+the archived units still to fold, the state last saved, the counts behind ``stats()``.
+What goes out: the decisions, which the flows (:mod:`convmem.memory._flows`) turn
+into effects, and the contexts. A turn, as the flows run it::
+
+    prepare (parse, check, count once) -> push at the next seqs -> plan -> evict -> the state that follows
+      -> [store.append of the messages and that state]           (staged: _staging undoes it if refused)
+      -> fold_request -> [summarizer] -> fold_done / fold_failed -> state_to_save -> [store.save_state]
+    context(inputs, format, block texts) -> assemble within budget - reserve -> Context
+
+It never touches a store, a model or a sink (``tests/test_layout.py`` checks its imports).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import ConfigurationError, InvalidMessageError
+from ..errors import InvalidMessageError
 from ..formats import as_message
 from ..formats.openai import to_openai
 from ..limits import Limits, check_limits
 from ..longterm.blocks.base import Block, CallableBlock, Turn
 from ..messages import Message, StoredMessage
 from ..policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
-from ..policy.blockfit import PER_TURN_LOW_WATERMARK, any_per_turn, block_room, block_texts
+from ..policy.blockfit import block_room, block_texts
 from ..policy.context import Context, LeftOut, evicted_account
 from ..policy.prefix import Layout, carry_blocks
-from ..policy.strategies import Plan, Strategy, make_strategy
+from ..policy.strategies import Plan, Strategy
 from ..policy.truncate import truncate_text
 from ..policy.units import Entry, Unit, Window
 from ..session import LoadedSession, SessionState, SummaryRecord
-from ..tokens import Calibration, TokenCounter
+from ..tokens import Calibration
 from ..usage import Stats, fresh_counts
 from ._intake import MessageLike, new_id, parse_all, rendered_alone, resolve_counter
+from .options import CONFIG_KEY, Options, budget, build_strategy
 
 __all__ = ["USAGE_KEYS", "FoldRequest", "MemoryCore", "Stats"]
 
@@ -51,65 +62,24 @@ class FoldRequest:
 class MemoryCore:
     """Pure state and policy of one session."""
 
-    def __init__(
-        self,
-        *,
-        model: str | None,
-        max_tokens: int | None,
-        max_output_tokens: int | None,
-        counter: TokenCounter | str | None,
-        strategy: str | Strategy,
-        strategy_options: Mapping[str, Any],
-        on_overflow: Overflow,
-        summary_max_tokens: int | None,
-        blocks: Sequence[Block],
-        pinned_context: Any,
-        block_template: Callable[[Sequence[BlockText]], str] | None = None,
-        limits: Limits | None = None,
-    ) -> None:
-        if on_overflow not in ("truncate", "raise"):
-            raise ConfigurationError(f"on_overflow must be 'truncate' or 'raise', got {on_overflow!r}")
-        self.limits = limits or Limits()
-        self.model = model
-        self.info, self.counter = resolve_counter(model, counter)
-        if max_tokens is None and self.info is None:
-            raise ConfigurationError("give a known model or an explicit max_tokens so the budget is known")
-        if max_tokens is not None and self.info is not None and max_tokens > self.info.context_window:
-            raise ConfigurationError(
-                f"max_tokens={max_tokens:,} exceeds the context window of {self.info.name} "
-                f"({self.info.context_window:,} tokens); pass at most {self.info.context_window:,}"
-            )
-        self.budget = max_tokens if max_tokens is not None else self.info.context_window  # type: ignore[union-attr]
-        if max_output_tokens is not None:
-            self.reserve = max_output_tokens
-        elif max_tokens is None and self.info is not None:
-            # The model's full output allowance, capped so it never takes more than a quarter of the window
-            # (gpt-4 allows 8,192 output tokens of an 8,192 window).
-            self.reserve = min(self.info.max_output_tokens, self.info.context_window // 4)
-        else:
-            self.reserve = 0
-        if self.budget <= self.reserve:
-            raise ConfigurationError(
-                f"budget {self.budget} leaves no room after reserving {self.reserve} output tokens"
-            )
-        if strategy == "token_budget" and "low_watermark" not in strategy_options and any_per_turn(blocks):
-            strategy_options = {**strategy_options, "low_watermark": PER_TURN_LOW_WATERMARK}
-        try:  # options of the wrong name or type (e.g. from a stored config) are a ConfigurationError
-            self.strategy: Strategy = (
-                make_strategy(strategy, **strategy_options) if isinstance(strategy, str) else strategy
-            )
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"strategy {strategy!r}: {exc}") from None
-        self.on_overflow: Overflow = on_overflow
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.limits = options.limits or Limits()
+        self.model = options.model
+        self.info, self.counter = resolve_counter(options.model, options.counter)
+        self.budget, self.reserve = budget(options, self.info)
+        self.strategy: Strategy = build_strategy(options)
+        self.on_overflow: Overflow = options.on_overflow
         input_budget = self.budget - self.reserve
-        self.summary_max_tokens = summary_max_tokens or max(64, min(2000, input_budget // 10))
-        self.blocks: list[Block] = list(blocks)
-        self.block_template = block_template or default_block_template
+        self.summary_max_tokens = options.summary_max_tokens or max(64, min(2000, input_budget // 10))
+        self.blocks: list[Block] = list(options.blocks)
+        self.block_template = options.block_template or default_block_template
         self.block_room = block_room(self.blocks, input_budget)
-        self.cache_breakpoints = True
+        self.cache_breakpoints = options.cache_breakpoints
+        self.sinks = options.sinks
         self.previous: dict[str, Layout] = {}  # the layout of the last context built in each format
-        if pinned_context is not None:
-            self.blocks.insert(0, CallableBlock("pinned_context", pinned_context, priority=0))
+        if options.pinned_context is not None:
+            self.blocks.insert(0, CallableBlock("pinned_context", options.pinned_context, priority=0))
         self.window = Window()
         self.summary: SummaryText | None = None
         self.unfolded: list[Unit] = []
@@ -119,9 +89,13 @@ class MemoryCore:
         self._evicted_key: tuple[Any, ...] | None = None
         self._evicted: list[LeftOut] = []
         self.counts: dict[str, Any] = fresh_counts()
+        self.counts[CONFIG_KEY] = options.config()  # what the session saves (a reopened one keeps its own)
         self.saved_usage: dict[str, Any] = {key: self.counts[key] for key in USAGE_KEYS}  # as the store has it
         # A calibrated counter's counts change when it learns; the window is recounted before its next use.
-        self._calibrated = isinstance(getattr(self.counter, "calibration", None), Calibration)
+        calibration = getattr(self.counter, "calibration", None)
+        self.calibration = calibration if isinstance(calibration, Calibration) else None
+        self.prediction: tuple[int, float] | None = None  # the last context's tokens and factor (_usage.learn)
+        self._calibrated = self.calibration is not None
         self._counted_version: int | None = getattr(self.counter, "version", None)
 
     # -- adding ------------------------------------------------------------------------------
@@ -261,7 +235,21 @@ class MemoryCore:
             state.version,
         )
 
+    def pending_tool_calls(self) -> list[str]:
+        """Ids of the newest assistant message's calls that still await results, in call order."""
+        pending = self.window.pending
+        if pending is None:
+            return []
+        return [call.id for call in pending.entries[0].message.tool_calls if call.id in pending.pending]
+
     # -- context -----------------------------------------------------------------------------
+    def last_user_text(self) -> str | None:
+        """The text of the newest user message in the window (what blocks search when no input is given)."""
+        for unit in reversed(self.window.units):
+            if unit.kind == "user":
+                return unit.entries[0].message.text
+        return None
+
     def block_texts(self, query: str | None, turn: Turn | None = None) -> list[BlockText]:
         """Render every block for this turn, each cut to its own ``max_tokens`` if it has one."""
         turn = turn or Turn(query)

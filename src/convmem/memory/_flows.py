@@ -1,16 +1,23 @@
-"""Every write of a memory as a generator of effects, driven by both facades.
+"""Every operation of a memory as a generator of effects, driven by both twins.
 
 Like httpx's ``Auth.auth_flow``, one generator holds the logic and yields
-the I/O it needs; ``Memory`` performs each effect synchronously and
-``AsyncMemory`` awaits it, and a failed effect is thrown back into the flow.
-So the twins cannot drift apart: they share every decision. The flows::
+the I/O it needs (:mod:`convmem.memory._effects`); ``Memory`` performs each
+effect synchronously and ``AsyncMemory`` awaits it (:mod:`convmem._effects`),
+and a failed effect is thrown back into the flow. So the twins cannot drift
+apart: they share every decision, and each of their methods is "take the
+lock, drive a flow". The flows::
 
+    add_many  prepare (parse, check, count) -> add
     add       stage the batch -> Append (messages + the state they imply, under the writer's view)
                 stale view: catch up (Load) and stage again; a retried batch: Read what was stored
-              -> settle: Summarize the archived units, Absorb them, evict further, SaveState
-    save      a state-only change (clear, usage) -> SaveState; stale: catch up and redo it
+              -> settle: Summarize the archived units, Absorb them (each sink), evict further, SaveState
+    repair    add marked synthetic results for the trailing unanswered calls (look again if another writer did)
+    respond   a provider's reply: add its messages, then record its usage
+    save      a state-only change (clear, record) -> SaveState; stale: catch up and redo it
     rollback  Delete a trailing unanswered tool call (only if nobody appended since)
     refresh   Load and become what the store holds
+    messages  Read the whole history, filtered by status
+    reopen    Find a session by id prefix, Load it, merge its saved options with the given ones
 
 The summary is the slow part, so it happens after the append: if its state
 save fails, the archived units stay queued for the next fold, exactly as a
@@ -19,107 +26,46 @@ reopened memory would find them (see :mod:`convmem.memory._staging`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from ..errors import InvalidMessageError, SessionNotFoundError, StaleSessionError
-from ..messages import Message, StoredMessage
+from ..formats import parse_reply
+from ..messages import Message, StoredMessage, same_message
+from ..policy.repair import synthetic_results
+from ..policy.strategies import Plan
 from ..policy.units import Unit
-from ..session import LoadedSession, SessionState
-from ..stores._writes import same_message
+from ..session import LoadedSession, MessageStatus, SessionInfo, status_of
+from ..usage import Usage, parse_usage
 from . import _staging as staging
-from ._base import UNFOLDED_LIMIT
 from ._core import FoldRequest, MemoryCore
+from ._effects import Absorb, Append, Delete, Effect, Find, Load, Read, SaveState, Summarize
+from ._intake import MessageLike
+from ._usage import add_usage, charge, learn
+from .options import UNFOLDED_LIMIT, open_options
 
 __all__ = [
-    "Absorb",
-    "Append",
-    "AsyncEvictionSink",
-    "Delete",
-    "Effect",
-    "EvictionSink",
-    "Load",
-    "Read",
-    "SaveState",
-    "Summarize",
+    "Flow",
     "add",
+    "add_many",
+    "clear",
+    "describe",
+    "messages",
+    "record",
     "refresh",
+    "reopen",
+    "repair",
+    "respond",
     "rollback",
     "save",
     "settle",
 ]
 
 T = TypeVar("T")
-MAX_CATCH_UPS = 64  # a writer that loses this many races in a row gives up with StaleSessionError
-
-
-@runtime_checkable
-class EvictionSink(Protocol):
-    """Receives evicted units (the waterfall into long-term memory: facts, recall index)."""
-
-    def absorb(self, units: Sequence[Sequence[StoredMessage]], *, session_id: str, user_id: str | None) -> None: ...
-
-
-@runtime_checkable
-class AsyncEvictionSink(Protocol):
-    async def aabsorb(
-        self, units: Sequence[Sequence[StoredMessage]], *, session_id: str, user_id: str | None
-    ) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Append:
-    """``store.append`` under the writer's view; the value sent back is the seqs."""
-
-    messages: Sequence[tuple[Message, int]]
-    expected_seq: int
-    expected_version: int
-    state: SessionState | None
-
-
-@dataclass(frozen=True, slots=True)
-class Load:
-    """``store.load``; the value sent back is the :class:`LoadedSession`."""
-
-    unfolded_limit: int
-
-
-@dataclass(frozen=True, slots=True)
-class Read:
-    """``store.messages`` from ``from_seq`` to ``to_seq``; the value sent back is a list."""
-
-    from_seq: int
-    to_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class Delete:
-    seqs: list[int]
-    expected_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class Summarize:
-    """The value sent back is the summary text, or the exception the summarizer raised."""
-
-    request: FoldRequest
-
-
-@dataclass(frozen=True, slots=True)
-class SaveState:
-    """The value sent back is the saved state."""
-
-    state: SessionState
-
-
-@dataclass(frozen=True, slots=True)
-class Absorb:
-    units: list[list[StoredMessage]]
-
-
-Effect = Append | Load | Read | Delete | Summarize | SaveState | Absorb
 Flow = Generator[Effect, Any, T]
+MAX_CATCH_UPS = 64  # a writer that loses this many races in a row gives up with StaleSessionError
+REPAIR_TRIES = 3  # another writer answering the calls meanwhile makes repair look again, this many times
 
 
 def _stored(units: list[Unit]) -> list[list[StoredMessage]]:
@@ -142,7 +88,15 @@ def refresh(core: MemoryCore) -> Flow[None]:
     staging.catch_up(core, loaded)
 
 
-def add(core: MemoryCore, prepared: Sequence[tuple[Message, int]], *, has_sinks: bool) -> Flow[list[Message]]:
+def add_many(core: MemoryCore, items: Iterable[MessageLike]) -> Flow[list[Message]]:
+    """Parse, check and count a batch (before any I/O), then :func:`add` it; an empty batch stores nothing."""
+    prepared = core.prepare(items, check=False)  # add checks it against the window, after a catch-up if need be
+    if not prepared:
+        return []
+    return (yield from add(core, prepared))
+
+
+def add(core: MemoryCore, prepared: Sequence[tuple[Message, int]]) -> Flow[list[Message]]:
     """Store a prepared batch, once; returns the messages as stored.
 
     The batch is checked against the window first. If it does not fit, the
@@ -183,7 +137,7 @@ def add(core: MemoryCore, prepared: Sequence[tuple[Message, int]], *, has_sinks:
             return [found.get(seq, message) for seq, (message, _) in zip(seqs, prepared, strict=True)]
         staging.commit(core, staged)
         if staged.evicted:
-            yield from settle(core, staged.evicted, fold=staged.fold, has_sinks=has_sinks)
+            yield from settle(core, staged.evicted, fold=staged.fold)
         return [message for message, _ in prepared]
     raise StaleSessionError(f"gave up after {MAX_CATCH_UPS} catch-ups: other writers kept changing the session")
 
@@ -198,7 +152,7 @@ def _held(core: MemoryCore, prepared: Sequence[tuple[Message, int]]) -> list[Mes
     return None
 
 
-def settle(core: MemoryCore, archived: list[Unit], *, fold: bool, has_sinks: bool) -> Flow[None]:
+def settle(core: MemoryCore, archived: list[Unit], *, fold: bool) -> Flow[None]:
     """After a committed append: fold what it archived, evict further if the summary grew, save the state.
 
     If that state cannot be saved, the memory returns to what the append
@@ -214,8 +168,7 @@ def settle(core: MemoryCore, archived: list[Unit], *, fold: bool, has_sinks: boo
     if fold and summarizer is not None and core.unfolded:
         changed = True
         yield from _fold(core, core.fold_request([]))
-    if has_sinks:
-        yield Absorb(_stored(archived))
+    yield from _absorb(core, archived)
     for _ in range(staging.MAX_ROUNDS):
         plan = core.plan()
         if not plan.evict:
@@ -227,8 +180,7 @@ def settle(core: MemoryCore, archived: list[Unit], *, fold: bool, has_sinks: boo
             yield from _fold(core, core.fold_request(units))
         elif summarizer is not None:
             core.unfolded = core.unfolded + units
-        if has_sinks:
-            yield Absorb(_stored(units))
+        yield from _absorb(core, units)
     if not changed:
         return
     try:
@@ -248,16 +200,30 @@ def settle(core: MemoryCore, archived: list[Unit], *, fold: bool, has_sinks: boo
 
 
 def _fold(core: MemoryCore, request: FoldRequest) -> Flow[None]:
-    outcome = yield Summarize(request)
-    if isinstance(outcome, BaseException):
-        core.fold_failed(request, describe(outcome))
-    else:
-        core.fold_done(request, outcome)
+    """Summarize; the usage the summarizer reports is charged whether it succeeded or failed."""
+    try:
+        outcome = yield Summarize(request)
+    except Exception as exc:  # any summarizer failure must keep the data (invariant 8)
+        charge(core, exc)
+        core.fold_failed(request, describe(exc))
+        return
+    charge(core, outcome)
+    core.fold_done(request, outcome)
 
 
-def save(
-    core: MemoryCore, change: Callable[[], list[Unit]], *, unpins: bool = False, has_sinks: bool = False
-) -> Flow[None]:
+def _absorb(core: MemoryCore, units: list[Unit]) -> Flow[None]:
+    """Hand evicted units to every sink; a sink's failure loses nothing (the units are archived already)."""
+    if not core.sinks or not units:
+        return
+    stored = _stored(units)
+    for sink in core.sinks:
+        try:
+            yield Absorb(sink, stored)
+        except Exception as exc:
+            core.warn(f"eviction sink {type(sink).__name__} failed: {describe(exc)}")
+
+
+def save(core: MemoryCore, change: Callable[[], list[Unit]], *, unpins: bool = False) -> Flow[None]:
     """A state-only change (``clear``, ``record_usage``): apply it and save, or leave nothing changed.
 
     ``change`` returns the units it evicted (archived like evicted ones, so
@@ -279,8 +245,7 @@ def save(
         except BaseException:
             staging.rewind(core, at, evicted=evicted)
             raise
-        if evicted and has_sinks:
-            yield Absorb(_stored(evicted))
+        yield from _absorb(core, evicted)
         return
     raise StaleSessionError(f"gave up after {MAX_CATCH_UPS} catch-ups: other writers kept changing the session")
 
@@ -300,3 +265,74 @@ def rollback(core: MemoryCore) -> Flow[list[Message]]:
         core.counts["messages"] -= len(pending.entries)
         return pending.messages
     raise StaleSessionError(f"gave up after {MAX_CATCH_UPS} catch-ups: other writers kept changing the session")
+
+
+def clear(core: MemoryCore, *, keep_system: bool) -> Flow[None]:
+    """Archive the whole window (nothing is deleted); without ``keep_system`` unpin system messages too."""
+
+    def archive_all() -> list[Unit]:
+        if not keep_system:
+            last = core.counts["last_seq"]
+            core.window.pinned.clear()
+            core.window.pinned_tokens = 0
+            core.state = replace(core.state, pinned_start=(last + 1) if last is not None else 0)
+        return core.evict(Plan(evict=len(core.window.units), fold=False, reason="clear"))
+
+    yield from save(core, archive_all, unpins=not keep_system)
+
+
+def record(core: MemoryCore, usage: Any) -> Flow[Usage]:
+    """Add a provider's usage to the stats and the cost, and save it; returns it parsed."""
+    parsed = parse_usage(usage)
+    learn(core, parsed)  # once, whatever the save below retries
+    yield from save(core, lambda: add_usage(core, parsed))
+    return parsed
+
+
+def respond(core: MemoryCore, response: Any) -> Flow[list[Message]]:
+    """Store a provider's reply (its assistant output), then record its usage; returns the messages stored."""
+    replies, usage = parse_reply(response)
+    added = (yield from add_many(core, replies)) if replies else []
+    if usage is not None:
+        yield from record(core, usage)
+    return added
+
+
+def repair(core: MemoryCore) -> Flow[list[Message]]:
+    """Answer the trailing unanswered tool calls with marked synthetic results; returns the added messages."""
+    for _ in range(REPAIR_TRIES):
+        pending = core.window.pending
+        if pending is None:
+            return []
+        prepared = core.prepare(synthetic_results(pending))
+        try:
+            return (yield from add(core, prepared))
+        except InvalidMessageError:
+            if core.window.pending is pending:
+                raise
+            # Another writer answered or removed the calls meanwhile: look again.
+    return []
+
+
+def messages(core: MemoryCore, status: MessageStatus | Iterable[MessageStatus] | None) -> Flow[list[Message]]:
+    """Every stored message, oldest first, only those of the given status(es) if any are given."""
+    wanted = None if status is None else ({status} if isinstance(status, str) else set(status))
+    state = core.state
+    try:
+        rows: list[StoredMessage] = yield Read()
+    except SessionNotFoundError:
+        return []  # nothing stored yet: the session is created on its first message
+    return [s.message for s in rows if wanted is None or status_of(s, state) in wanted]
+
+
+def reopen(session_id: str, given: Mapping[str, Any]) -> Flow[tuple[dict[str, Any], LoadedSession]]:
+    """Find a stored session (a unique id prefix is enough); returns the options to open it with, and it read.
+
+    The options are the session's saved ones, ``given`` ones winning (:func:`~convmem.memory.options.open_options`);
+    a folding memory also reads the archived units a failed summary left queued.
+    """
+    info: SessionInfo = yield Find(session_id)
+    peek: LoadedSession = yield Load(0, info.id)
+    merged, unfolded = open_options(peek.state, given, info.model)
+    loaded: LoadedSession = (yield Load(unfolded, info.id)) if unfolded else peek
+    return merged, loaded

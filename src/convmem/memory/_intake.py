@@ -1,27 +1,35 @@
-"""Turning what the user passes in into messages ready to count: ids, fast parsing, the counter.
+"""What ``add`` and ``context`` take, turned into messages ready to count: ids, fast parsing, the counter.
 
-Kept apart from the core because it is the one place that touches the outside
-world's shapes (plain dicts, model names) rather than convmem's own state.
+What comes in: what a caller passes (a ``Message``, an OpenAI, Anthropic or Responses
+dict: :data:`MessageLike`; for a context also plain text: :data:`InputLike`) and a
+model name. What happens: a plain ``{"role", "content"}`` dict skips the general
+parser; anything else goes through :func:`convmem.formats.parse_items`; messages
+without an id get one (a per-process random prefix and a counter); the model's
+registry entry picks the counter. What goes out: messages the core validates and
+counts once. Kept apart from the core because it is the one place that deals with
+the outside world's shapes rather than convmem's own state.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..errors import ConfigurationError, InvalidMessageError
+from ..errors import InvalidMessageError
 from ..formats import parse_items
 from ..formats.openai import moved_images, to_openai
 from ..limits import check_text
 from ..messages import Message
 from ..tokens import ModelInfo, TokenCounter, counter_for, lookup_model
 
-__all__ = ["MessageLike", "new_id", "parse_all", "rendered_alone", "resolve_counter"]
+__all__ = ["InputLike", "MessageLike", "new_id", "parse_all", "rendered_alone", "resolve_counter"]
 
 MessageLike = Message | Mapping[str, Any]
+#: What ``context(input)`` takes: a message, its text (a user message), several messages, or nothing.
+InputLike = MessageLike | str | Sequence[MessageLike] | None
 
 # Ids are a per-process random prefix plus a counter: unique across processes and cheap on the hot path.
 _ID_PREFIX = os.urandom(8).hex()
@@ -78,10 +86,9 @@ def rendered_alone(message: Message) -> dict[str, Any] | None:
 def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:
     """The model's registry entry (if known) and the counter to use.
 
-    The default is the model's exact counter, else the usage-calibrated one (labelled ``exact=False``).
+    The default is the model's exact counter, else the usage-calibrated one (labelled ``exact=False``);
+    ``counter`` is a TokenCounter, "approximate" or "calibrated" (checked by :class:`~convmem.memory.options.Options`).
     """
-    if isinstance(counter, str) and counter not in ("approximate", "calibrated"):
-        raise ConfigurationError(f"counter must be a TokenCounter, 'calibrated' or 'approximate', got {counter!r}")
     if model is None:
         # Without a model the budget is explicit; o200k_base is exact for every current OpenAI model.
         if counter is None or isinstance(counter, str):

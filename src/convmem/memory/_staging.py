@@ -21,7 +21,7 @@ but saves the session's).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,10 +29,23 @@ from ..messages import Message
 from ..policy.assembly import SummaryText
 from ..policy.units import Entry, Unit
 from ..session import LoadedSession, SessionState
-from ._base import keep_config
 from ._core import USAGE_KEYS, MemoryCore
+from ._usage import CALIBRATION_KEY
+from .options import CONFIG_KEY
 
-__all__ = ["MAX_ROUNDS", "Mark", "Staged", "catch_up", "commit", "mark", "rewind", "saved", "stage", "unstage"]
+__all__ = [
+    "MAX_ROUNDS",
+    "Mark",
+    "Staged",
+    "catch_up",
+    "commit",
+    "keep_config",
+    "mark",
+    "rewind",
+    "saved",
+    "stage",
+    "unstage",
+]
 
 MAX_ROUNDS = 16
 
@@ -188,3 +201,18 @@ def catch_up(core: MemoryCore, loaded: LoadedSession) -> None:
     keep_config(core, loaded)
     for key, delta in pending.items():
         core.counts[key] += delta
+
+
+def keep_config(core: MemoryCore, loaded: LoadedSession) -> None:
+    """``core.restore(loaded)``, keeping the options the session was created with as the ones it saves.
+
+    A memory opened with other options uses them, but never replaces the session's own: a later
+    ``Memory.open`` without options gets what the session was created with. A session saved before
+    options were kept takes this memory's.
+    """
+    own, learned = core.counts[CONFIG_KEY], core.counts.get(CALIBRATION_KEY)
+    core.restore(loaded)
+    if not isinstance(core.counts.get(CONFIG_KEY), Mapping):
+        core.counts[CONFIG_KEY] = own
+    if learned is not None:  # what this process's counter learned is newer than what a catch-up read
+        core.counts[CALIBRATION_KEY] = learned

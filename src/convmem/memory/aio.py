@@ -1,50 +1,63 @@
 """``AsyncMemory``: the async twin of :class:`convmem.memory.Memory`.
 
-It drives the same write flows (:mod:`convmem.memory._flows`) as ``Memory``,
-awaiting each effect, under an ``asyncio.Lock``; so many tasks may share one
-memory (``asyncio.gather`` of adds stores each message once, in the order the
-lock admits them). It never calls ``asyncio.run``; a sync summarizer or sink
-runs in a worker thread so it cannot block the event loop.
+It drives the same flows (:mod:`convmem.memory._flows`) as ``Memory``, awaiting
+each effect (:func:`convmem._effects.adrive`), and every awaited operation holds
+an ``asyncio.Lock``; so many tasks may share one memory (``asyncio.gather`` of
+adds stores each message once, in the order the lock admits them). It never
+calls ``asyncio.run``. A sync summarizer runs in a worker thread so it cannot
+block the event loop; a sync eviction sink is called on the loop (give a slow
+one ``aabsorb``, as ``RecallIndex`` does).
+
+The reads that are not coroutines (``stats()``, ``pending_tool_calls`` and the
+fixed ``budget``, ``reserved_output``, ``counter``, ``strategy``) cannot wait for
+the lock. They never await, so no other task runs while they read; but while
+another task's write waits on the store or the summarizer they see that write
+as staged (it is undone if the store refuses it).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Iterable
-from typing import Any
+from collections.abc import Iterable
+from contextlib import nullcontext
+from functools import partial
+from typing import Any, TypeVar
 
-from ..errors import InvalidMessageError, SessionNotFoundError
-from ..formats import parse_reply
+from .._effects import adrive
+from ..errors import SessionNotFoundError
 from ..messages import Message
 from ..policy.context import Context
-from ..policy.repair import synthetic_results
 from ..session import MessageStatus
 from ..stores import aopen_store, open_async_store_now
-from ..stores._writes import lost
 from ..stores.base import AsyncStore
 from ..stores.memory import AsyncMemoryStore
-from ..usage import Usage, parse_usage
+from ..usage import Usage
 from . import _flows as flow
-from ._base import InputLike, MemoryBase, open_options
-from ._flows import Absorb, Append, AsyncEvictionSink, Delete, Effect, EvictionSink, Load, Read, SaveState, Summarize
-from ._flows import describe as _describe
-from ._intake import MessageLike
+from ._base import MemoryBase, store_call
+from ._effects import Absorb, Effect, Summarize
+from ._flows import Flow
+from ._intake import InputLike, MessageLike
+from .sinks import AsyncEvictionSink
 
 __all__ = ["AsyncMemory"]
 
-_REPAIR_TRIES = 3
+T = TypeVar("T")
 
 
-class AsyncMemory(MemoryBase):
+class AsyncMemory(MemoryBase[AsyncStore]):
     """The async twin of :class:`Memory`: the same behaviour, awaited. It never calls ``asyncio.run``."""
 
-    def __init__(self, model: str | None = None, *, store: AsyncStore | str | None = None, **options: Any) -> None:
-        super().__init__(model, **options)
+    _lock: asyncio.Lock
+
+    def _attach(self, store: AsyncStore | str | None) -> None:
         self._owns_store = store is None or isinstance(store, str)
         if isinstance(store, str):
             store = open_async_store_now(store)  # a constructor cannot await; AsyncMemory.open can
-        self.store: AsyncStore = store if store is not None else AsyncMemoryStore()
+        self.store = store if store is not None else AsyncMemoryStore()
         self._lock = asyncio.Lock()
+
+    def _reading(self) -> nullcontext[None]:
+        return nullcontext()  # an asyncio.Lock cannot be taken without awaiting: see the module docstring
 
     @classmethod
     async def open(
@@ -60,93 +73,66 @@ class AsyncMemory(MemoryBase):
                 raise
             memory._owns_store = True
             return memory
-        info = await store.get_session(session_id, user_id=user_id)
-        peek = await store.load(info.id, user_id=user_id)
-        merged, unfolded = open_options(peek.state, options, info.model)
-        loaded = await store.load(info.id, user_id=user_id, unfolded_limit=unfolded) if unfolded else peek
-        memory = cls(store=store, session_id=info.id, user_id=user_id, **merged)
+        perform = partial(store_call, store, session_id=session_id, user_id=user_id, model=None)
+        merged, loaded = await adrive(flow.reopen(session_id, options), perform)
+        memory = cls(store=store, session_id=loaded.info.id, user_id=user_id, **merged)
         memory._restore(loaded)
         return memory
 
     async def add(self, message: MessageLike) -> Message:
+        """See :meth:`Memory.add`."""
         return (await self.add_many([message]))[0]
 
     async def add_many(self, messages: Iterable[MessageLike]) -> list[Message]:
+        """See :meth:`Memory.add_many`."""
         async with self._lock:
-            prepared = self._core.prepare(messages, check=False)  # the flow checks it against the window
-            if not prepared:
-                return []
-            result: list[Message] = await self._drive(flow.add(self._core, prepared, has_sinks=bool(self._sinks)))
-            return result
+            return await self._drive(flow.add_many(self._core, messages))
 
     async def context(self, input: InputLike = None, *, format: str | None = None) -> Context:
+        """See :meth:`Memory.context`."""
         async with self._lock:
             return self._context(input, format)
 
     async def refresh(self) -> None:
+        """See :meth:`Memory.refresh`."""
         async with self._lock:
             await self._drive(flow.refresh(self._core))
 
     async def messages(self, status: MessageStatus | Iterable[MessageStatus] | None = None) -> list[Message]:
+        """See :meth:`Memory.messages`."""
         async with self._lock:
-            keep = self._filter(status)
-            try:
-                rows = await self.store.messages(self.session_id, user_id=self.user_id)
-            except SessionNotFoundError:
-                if self._core.next_seq:
-                    raise lost(self.session_id, self._core.next_seq) from None
-                return []
-            return [s.message for s in rows if keep(s)]
+            return await self._drive(flow.messages(self._core, status))
 
     async def clear(self, *, keep_system: bool = True) -> None:
+        """See :meth:`Memory.clear`."""
         async with self._lock:
-            await self._drive(
-                flow.save(
-                    self._core, lambda: self._clear(keep_system), unpins=not keep_system, has_sinks=bool(self._sinks)
-                )
-            )
+            await self._drive(flow.clear(self._core, keep_system=keep_system))
 
     async def rollback_incomplete(self) -> list[Message]:
+        """See :meth:`Memory.rollback_incomplete`."""
         async with self._lock:
-            removed: list[Message] = await self._drive(flow.rollback(self._core))
-            return removed
+            return await self._drive(flow.rollback(self._core))
 
     async def repair(self) -> list[Message]:
+        """See :meth:`Memory.repair`."""
         async with self._lock:
-            for _ in range(_REPAIR_TRIES):
-                pending = self._core.window.pending
-                if pending is None:
-                    return []
-                prepared = self._core.prepare(synthetic_results(pending))
-                try:
-                    added: list[Message] = await self._drive(
-                        flow.add(self._core, prepared, has_sinks=bool(self._sinks))
-                    )
-                    return added
-                except InvalidMessageError:
-                    if self._core.window.pending is pending:
-                        raise
-            return []
+            return await self._drive(flow.repair(self._core))
 
     async def record_usage(self, usage: Any) -> Usage:
-        parsed = parse_usage(usage)
+        """See :meth:`Memory.record_usage`."""
         async with self._lock:
-            self._learn(parsed)  # once, whatever the save below retries
-            await self._drive(flow.save(self._core, lambda: self._add_usage(parsed)))
-        return parsed
+            return await self._drive(flow.record(self._core, usage))
 
     async def add_response(self, response: Any) -> list[Message]:
-        """Store a provider's reply and record its usage (see ``Memory.add_response``)."""
-        messages, usage = parse_reply(response)
-        added = await self.add_many(messages) if messages else []
-        if usage is not None:
-            await self.record_usage(usage)
-        return added
+        """Store a provider's reply and record its usage (see :meth:`Memory.add_response`)."""
+        async with self._lock:
+            return await self._drive(flow.respond(self._core, response))
 
     async def aclose(self) -> None:
-        """Close the store if this memory created it."""
-        if self._owns_store:
-            await self.store.aclose()
+        """Close the store if this memory created it (after the operation in progress)."""
+        async with self._lock:
+            if self._owns_store:
+                await self.store.aclose()
 
     async def __aenter__(self) -> AsyncMemory:
         return self
@@ -154,72 +140,26 @@ class AsyncMemory(MemoryBase):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _drive(self, steps: Generator[Effect, Any, Any]) -> Any:
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                effect = steps.send(value) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            try:
-                value, error = await self._perform(effect), None
-            except BaseException as exc:  # thrown back: the flow undoes what it staged
-                value, error = None, exc
+    async def _drive(self, steps: Flow[T]) -> T:
+        return await adrive(steps, self._perform)
 
     async def _perform(self, effect: Effect) -> Any:
         if isinstance(effect, Summarize):
             request = effect.request
             summarizer: Any = self._core.strategy.summarizer
-            try:
-                if hasattr(summarizer, "asummarize"):
-                    text = await summarizer.asummarize(request.previous, request.messages, request.max_tokens)
-                else:  # a sync summarizer may block on the network; keep the event loop free
-                    text = await asyncio.to_thread(
-                        summarizer.summarize, request.previous, request.messages, request.max_tokens
-                    )
-                return self._charge(text)
-            except Exception as exc:  # any summarizer failure must keep the data (invariant 8)
-                return self._charge(exc)
+            if hasattr(summarizer, "asummarize"):
+                return await summarizer.asummarize(request.previous, request.messages, request.max_tokens)
+            # A sync summarizer may block on the network; keep the event loop free.
+            return await asyncio.to_thread(summarizer.summarize, request.previous, request.messages, request.max_tokens)
         if isinstance(effect, Absorb):
-            await self._absorb(effect.units)
+            sink = effect.sink
+            if isinstance(sink, AsyncEvictionSink):
+                await sink.aabsorb(effect.units, session_id=self.session_id, user_id=self.user_id)
+            else:
+                sink.absorb(effect.units, session_id=self.session_id, user_id=self.user_id)
             return None
         try:
-            return self._exact(await self._store_effect(effect))
-        except SessionNotFoundError:
-            if self._core.next_seq:
-                raise lost(self.session_id, self._core.next_seq) from None
-            raise
-
-    async def _store_effect(self, effect: Effect) -> Any:
-        store, session_id, user_id = self.store, self.session_id, self.user_id
-        if isinstance(effect, Append):
-            return await store.append(
-                session_id,
-                effect.messages,
-                user_id=user_id,
-                model=self.model,
-                expected_seq=effect.expected_seq,
-                expected_version=effect.expected_version,
-                state=effect.state,
-            )
-        if isinstance(effect, SaveState):
-            version = self._core.state.version
-            return await store.save_state(session_id, effect.state, expected_version=version, user_id=user_id)
-        if isinstance(effect, Load):
-            return await store.load(session_id, user_id=user_id, unfolded_limit=effect.unfolded_limit)
-        if isinstance(effect, Read):
-            return await store.messages(session_id, user_id=user_id, from_seq=effect.from_seq, to_seq=effect.to_seq)
-        assert isinstance(effect, Delete)
-        await store.delete_messages(session_id, effect.seqs, user_id=user_id, expected_seq=effect.expected_seq)
-        return None
-
-    async def _absorb(self, units: list[Any]) -> None:
-        for sink in self._sinks:
-            try:
-                if isinstance(sink, AsyncEvictionSink):
-                    await sink.aabsorb(units, session_id=self.session_id, user_id=self.user_id)
-                elif isinstance(sink, EvictionSink):
-                    sink.absorb(units, session_id=self.session_id, user_id=self.user_id)
-            except Exception as exc:  # the units are archived already; a sink failure loses nothing
-                self._core.warn(f"eviction sink {type(sink).__name__} failed: {_describe(exc)}")
+            session, user, model = self.session_id, self.user_id, self.model
+            return self._exact(await store_call(self.store, effect, session_id=session, user_id=user, model=model))
+        except SessionNotFoundError as exc:
+            raise self._lost(exc) from None

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..longterm.blocks.base import Block
 from ..memory import Memory
-from ..memory._base import open_options, stored_config
+from ..memory.options import open_options, stored_config
 from ..messages import StoredMessage
 from ..policy.context import Context, LeftOut
 from ..stores.base import SessionStore

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi import Path as Path_
 
-from ..memory._base import stored_config
+from ..memory.options import stored_config
 from ..session import MessageStatus
 from .deps import SessionPath, UserScope, service_of
 from .problems import ServiceError, responses

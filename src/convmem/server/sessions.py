@@ -23,7 +23,7 @@ from ..formats._replies import parse_reply
 from ..limits import check_json, check_text
 from ..longterm.blocks.base import StaticBlock
 from ..memory import Memory
-from ..memory._base import initial_state
+from ..memory.options import initial_state
 from ..messages import Message, StoredMessage
 from ..policy.context import Context
 from ..session import MessageStatus, SessionInfo, status_of
@@ -94,7 +94,9 @@ class SessionService:
         now = datetime.now(timezone.utc)
         info = SessionInfo(store_id, scope.store_user, title, memory.model, dict(metadata), now, now, 0, 0)
         try:
-            return self.store.import_jsonl(export_header(info, initial_state(memory), 0), user_id=scope.store_user)
+            return self.store.import_jsonl(
+                export_header(info, initial_state(memory.options), 0), user_id=scope.store_user
+            )
         except StoreError as exc:
             if "is taken" in str(exc):
                 raise ConflictError(f"session id {session_id!r} is taken") from None

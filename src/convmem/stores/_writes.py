@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ..errors import ConflictError, SessionLostError, StaleSessionError
-from ..messages import Message, StoredMessage
+from ..messages import Message, StoredMessage, same_message
 from ..session import SessionState
 from ._common import json_object
 
@@ -30,7 +30,6 @@ __all__ = [
     "check_expected",
     "lost",
     "replayed",
-    "same_message",
     "scoped",
     "state_for_write",
     "unscoped",
@@ -88,11 +87,6 @@ def check_expected(
             f"session {session_id!r} changed since this writer read it (next seq {next_seq}, state version "
             f"{version}; the writer expected {expected_seq}, {expected_version}); nothing was written"
         )
-
-
-def same_message(a: Message, b: Message) -> bool:
-    """The same message for a retry: every field equal except ``created_at`` (a retry may stamp it anew)."""
-    return a == b or replace(a, created_at=None) == replace(b, created_at=None)
 
 
 def replayed(

@@ -1,17 +1,21 @@
 """What ``Facts`` and ``AsyncFacts`` do, written once as generators of effects.
 
-Like :func:`convmem.memory._flows.settle`, each operation is a generator that makes
-every decision and yields the I/O it needs: :class:`ReadOpen` (the user's open
-facts), :class:`Propose` (ask the extractor) and :class:`Write` (insert and
-end rows in one transaction). :func:`run` performs the effects synchronously,
-:func:`arun` awaits them; an effect that fails is thrown back into the
+Like the memory's flows (:mod:`convmem.memory._flows`), each operation is a
+generator that makes every decision and yields the I/O it needs: :class:`ReadOpen`
+(the user's open facts), :class:`Propose` (ask the extractor) and :class:`Write`
+(insert and end rows in one transaction). ``Facts`` performs the effects with
+:func:`convmem._effects.drive`, ``AsyncFacts`` awaits them with
+:func:`~convmem._effects.adrive`; an effect that fails is thrown back into the
 generator, so the retry on a concurrent writer's ``ConflictError`` is also
-written once. The twins keep only their signatures.
+written once. The twins keep only their signatures::
+
+    apply    ReadOpen -> plan the operations against the open facts -> Write (strict: nothing if any is rejected)
+    extract  ReadOpen -> Propose (the extractor) -> plan -> Write; a ConflictError: read and plan once more
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -28,10 +32,8 @@ __all__ = [
     "ReadOpen",
     "Write",
     "apply_flow",
-    "arun",
     "extract_flow",
     "extractor_failure",
-    "run",
     "single",
     "sink_messages",
 ]
@@ -120,38 +122,6 @@ def extract_flow(
             continue
         return changes
     raise AssertionError("unreachable")
-
-
-def run(flow: Flow[_R], perform: Callable[[Effect], Any]) -> _R:
-    """Drive ``flow``, performing each effect with ``perform``; a failed effect is raised inside the flow."""
-    try:
-        effect = next(flow)
-        while True:
-            try:
-                result = perform(effect)
-            except Exception as exc:
-                effect = flow.throw(exc)
-            else:
-                effect = flow.send(result)
-    except StopIteration as stop:
-        value: _R = stop.value
-        return value
-
-
-async def arun(flow: Flow[_R], perform: Callable[[Effect], Awaitable[Any]]) -> _R:
-    """The async driver of :func:`run`."""
-    try:
-        effect = next(flow)
-        while True:
-            try:
-                result = await perform(effect)
-            except Exception as exc:
-                effect = flow.throw(exc)
-            else:
-                effect = flow.send(result)
-    except StopIteration as stop:
-        value: _R = stop.value
-        return value
 
 
 def extractor_failure(exc: Exception) -> LLMError:

@@ -28,20 +28,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from ..._effects import adrive, drive
 from ...errors import LLMError
 from ...messages import Message, StoredMessage
-from ._flows import (
-    Effect,
-    Propose,
-    ReadOpen,
-    apply_flow,
-    arun,
-    extract_flow,
-    extractor_failure,
-    run,
-    single,
-    sink_messages,
-)
+from ._flows import Effect, Flow, Propose, ReadOpen, apply_flow, extract_flow, extractor_failure, single, sink_messages
 from ._plan import FactChanges
 from .model import (
     AsyncFactExtractor,
@@ -90,12 +80,12 @@ class _FactsBase:
         session_id: str | None,
         messages: Sequence[Message] = (),
         strict: bool = True,
-    ) -> Any:
+    ) -> Flow[FactChanges]:
         return apply_flow(
             operations, user_id=user_id, session_id=session_id, messages=messages, strict=strict, now=self._clock()
         )
 
-    def _extract(self, messages: Sequence[Message], user_id: str | None, session_id: str | None) -> Any:
+    def _extract(self, messages: Sequence[Message], user_id: str | None, session_id: str | None) -> Flow[FactChanges]:
         if self.extractor is None:
             raise LLMError("no fact extractor configured")
         return extract_flow(messages, user_id=user_id, session_id=session_id, now=self._clock)
@@ -167,8 +157,7 @@ class Facts(_FactsBase):
         strict: bool = True,
     ) -> FactChanges:
         """Apply operations in one write. ``strict`` raises ConflictError on any rejected one (nothing written)."""
-        changes: FactChanges = run(self._apply(operations, user_id, session_id, messages, strict), self._perform)
-        return changes
+        return drive(self._apply(operations, user_id, session_id, messages, strict), self._perform)
 
     # -- reads -------------------------------------------------------------------------------
     def facts(self, *, user_id: str | None = None, valid_at: datetime | None = None) -> list[Fact]:
@@ -184,8 +173,7 @@ class Facts(_FactsBase):
         self, messages: Sequence[Message], *, user_id: str | None = None, session_id: str | None = None
     ) -> FactChanges:
         """Ask the extractor about ``messages`` and apply what it proposes; bad operations are skipped."""
-        changes: FactChanges = run(self._extract(messages, user_id, session_id), self._perform)
-        return changes
+        return drive(self._extract(messages, user_id, session_id), self._perform)
 
     def absorb(self, units: Sequence[Sequence[StoredMessage]], *, session_id: str, user_id: str | None) -> None:
         """EvictionSink: extract facts from evicted units (no-op without an extractor)."""
@@ -277,8 +265,7 @@ class AsyncFacts(_FactsBase):
         messages: Sequence[Message] = (),
         strict: bool = True,
     ) -> FactChanges:
-        changes: FactChanges = await arun(self._apply(operations, user_id, session_id, messages, strict), self._perform)
-        return changes
+        return await adrive(self._apply(operations, user_id, session_id, messages, strict), self._perform)
 
     async def facts(self, *, user_id: str | None = None, valid_at: datetime | None = None) -> list[Fact]:
         return await self.store.list_facts(user_id=user_id, valid_at=valid_at or self._clock())
@@ -289,8 +276,7 @@ class AsyncFacts(_FactsBase):
     async def extract(
         self, messages: Sequence[Message], *, user_id: str | None = None, session_id: str | None = None
     ) -> FactChanges:
-        changes: FactChanges = await arun(self._extract(messages, user_id, session_id), self._perform)
-        return changes
+        return await adrive(self._extract(messages, user_id, session_id), self._perform)
 
     async def aabsorb(self, units: Sequence[Sequence[StoredMessage]], *, session_id: str, user_id: str | None) -> None:
         if self.extractor is not None:
