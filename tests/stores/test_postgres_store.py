@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from convmem.stores.base import AppendRequest
 from convmem.stores.postgres import AsyncPostgresStore, PostgresStore
 from convmem.testing import AsyncStoreConformance, StoreConformance
 
@@ -89,7 +90,11 @@ def test_a_schema_of_global_session_ids_migrates_to_ids_scoped_by_user(tmp_path:
         assert [r.message.id for r in store.messages("plain")] == ["p0"]
         with pytest.raises(SessionNotFoundError):
             store.get_session("chat", user_id="bob")
-        assert store.append("chat", [(Message(role="user", content="mine", id="a0"), 2)], user_id="bob") == [0]
-        assert store.append("chat", [(Message(role="user", content="a3", id="a3"), 2)], user_id="alice") == [3]
+        assert store.append(
+            AppendRequest("chat", [(Message(role="user", content="mine", id="a0"), 2)], user_id="bob")
+        ) == [0]
+        assert store.append(
+            AppendRequest("chat", [(Message(role="user", content="a3", id="a3"), 2)], user_id="alice")
+        ) == [3]
     finally:
         store.close()

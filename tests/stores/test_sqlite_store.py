@@ -10,6 +10,7 @@ import pytest
 from convmem.errors import SessionNotFoundError
 from convmem.messages import Message
 from convmem.stores import AsyncSQLiteStore, SQLiteStore
+from convmem.stores.base import AppendRequest
 from convmem.stores.sqlite._sql import MIGRATIONS
 from convmem.testing import AsyncStoreConformance, StoreConformance
 
@@ -88,8 +89,12 @@ def test_a_database_of_global_session_ids_migrates_to_ids_scoped_by_user(tmp_pat
         with pytest.raises(SessionNotFoundError):
             store.get_session("chat", user_id="bob")
         # Bob's own "chat", with alice's message ids: no clash, no error.
-        assert store.append("chat", [(Message(role="user", content="mine", id="a0"), 2)], user_id="bob") == [0]
-        assert store.append("chat", [(Message(role="user", content="a3", id="a3"), 2)], user_id="alice") == [3]
+        assert store.append(
+            AppendRequest("chat", [(Message(role="user", content="mine", id="a0"), 2)], user_id="bob")
+        ) == [0]
+        assert store.append(
+            AppendRequest("chat", [(Message(role="user", content="a3", id="a3"), 2)], user_id="alice")
+        ) == [3]
     finally:
         store.close()
     with sqlite3.connect(path) as check:

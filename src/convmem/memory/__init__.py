@@ -41,7 +41,7 @@ from ..policy.repair import synthetic_results
 from ..session import MessageStatus
 from ..stores import open_store
 from ..stores._writes import lost
-from ..stores.base import Store
+from ..stores.base import AppendRequest, Store
 from ..stores.memory import MemoryStore
 from ..usage import Stats, Usage, parse_usage
 from . import _flows as flow
@@ -224,13 +224,15 @@ class Memory(MemoryBase):
         store, session_id, user_id = self.store, self.session_id, self.user_id
         if isinstance(effect, Append):
             return store.append(
-                session_id,
-                effect.messages,
-                user_id=user_id,
-                model=self.model,
-                expected_seq=effect.expected_seq,
-                expected_version=effect.expected_version,
-                state=effect.state,
+                AppendRequest(
+                    session_id,
+                    effect.messages,
+                    user_id=user_id,
+                    model=self.model,
+                    expected_seq=effect.expected_seq,
+                    expected_version=effect.expected_version,
+                    state=effect.state,
+                )
             )
         if isinstance(effect, Summarize):
             request = effect.request

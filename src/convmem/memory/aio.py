@@ -21,7 +21,7 @@ from ..policy.repair import synthetic_results
 from ..session import MessageStatus
 from ..stores import aopen_store, open_async_store_now
 from ..stores._writes import lost
-from ..stores.base import AsyncStore
+from ..stores.base import AppendRequest, AsyncStore
 from ..stores.memory import AsyncMemoryStore
 from ..usage import Usage, parse_usage
 from . import _flows as flow
@@ -195,13 +195,15 @@ class AsyncMemory(MemoryBase):
         store, session_id, user_id = self.store, self.session_id, self.user_id
         if isinstance(effect, Append):
             return await store.append(
-                session_id,
-                effect.messages,
-                user_id=user_id,
-                model=self.model,
-                expected_seq=effect.expected_seq,
-                expected_version=effect.expected_version,
-                state=effect.state,
+                AppendRequest(
+                    session_id,
+                    effect.messages,
+                    user_id=user_id,
+                    model=self.model,
+                    expected_seq=effect.expected_seq,
+                    expected_version=effect.expected_version,
+                    state=effect.state,
+                )
             )
         if isinstance(effect, SaveState):
             version = self._core.state.version

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from ..messages import Message, StoredMessage
+from ..messages import StoredMessage
 from ..session import LoadedSession, SessionInfo, SessionState
-from .base import SessionStore
+from .base import AppendRequest, SessionStore
 
 __all__ = ["AsyncStoreWrapper"]
 
@@ -42,27 +42,8 @@ class AsyncStoreWrapper(Generic[S]):
             return await asyncio.to_thread(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
-    async def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-        expected_seq: int | None = None,
-        expected_version: int | None = None,
-        state: SessionState | None = None,
-    ) -> list[int]:
-        return await self._run(
-            self.sync.append,
-            session_id,
-            messages,
-            user_id=user_id,
-            model=model,
-            expected_seq=expected_seq,
-            expected_version=expected_version,
-            state=state,
-        )
+    async def append(self, request: AppendRequest) -> list[int]:
+        return await self._run(self.sync.append, request)
 
     async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
         return await self._run(self.sync.load, session_id, user_id=user_id, unfolded_limit=unfolded_limit)

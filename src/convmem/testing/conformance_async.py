@@ -22,7 +22,7 @@ from typing import Any
 
 from ..memory import AsyncMemory
 from ..policy.units import group_units
-from ..stores.base import AsyncSessionStore, AsyncStore
+from ..stores.base import AppendRequest, AsyncSessionStore, AsyncStore
 from ._data import EchoSummarizer, numbered
 from ._write_tests import turn
 from .conformance import StoreConformance
@@ -79,8 +79,10 @@ class AsyncStoreConformance(StoreConformance):
 
     async def test_concurrent_tasks_get_distinct_consecutive_seqs(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path)
-        await store.append("s", numbered(1), user_id="u")
-        results = await asyncio.gather(*(store.append("s", numbered(1, start=n), user_id="u") for n in range(1, 30)))
+        await store.append(AppendRequest("s", numbered(1), user_id="u"))
+        results = await asyncio.gather(
+            *(store.append(AppendRequest("s", numbered(1, start=n), user_id="u")) for n in range(1, 30))
+        )
         assert sorted(seq for seqs in results for seq in seqs) == list(range(1, 30))
         rows = await store.messages("s", user_id="u")
         assert [r.seq for r in rows] == list(range(30))

@@ -28,11 +28,8 @@ from urllib.parse import quote
 from ...errors import SessionNotFoundError, StoreError
 from ...messages import StoredMessage
 from ...session import SessionInfo
-from .._common import (
-    Segment,
-    pick,
-    segments,
-)
+from .._record import Segment, segments
+from .._writes import pick
 from ._ids import IdIndex
 from ._jsonl import LineFile, locked
 from ._meta import Meta, read_meta
@@ -238,7 +235,7 @@ class FilesBase:
         meta = self._meta(user_id, self._resolve(session_id, user_id))
         if meta is None:
             raise SessionNotFoundError(session_id)
-        return meta.caught_up(self._lines(user_id, meta.id))[0].info()
+        return meta.caught_up(self._lines(user_id, meta.id))[0].record().info()
 
     @guarded
     def close(self) -> None:

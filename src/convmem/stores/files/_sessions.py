@@ -17,20 +17,13 @@ from typing import Any
 
 from ...errors import StoreError
 from ...session import SessionInfo
-from .._common import (
-    damaged_info,
-    export_header,
-    export_line,
-    fork_state,
-    json_object,
-    new_session_id,
-    now,
-    parse_export,
-)
+from .._export import export_line, export_session, parse_export
+from .._record import damaged_info
+from .._writes import check_fork, fork_home, fork_record, json_object, new_session_id, now, taken
 from ._base import MESSAGES, META, FilesBase, guarded
 from ._ids import IdIndex
 from ._jsonl import LineFile, fsync_dir
-from ._meta import Meta, write_meta
+from ._meta import BACKEND, Meta, write_meta
 
 __all__ = ["FileSessions"]
 
@@ -45,7 +38,7 @@ class FileSessions(FilesBase):
                 found.append(damaged_info(entry, user_id, meta))
             elif not meta.deleted:
                 try:
-                    found.append(meta.caught_up(self._lines(user_id, meta.id))[0].info())
+                    found.append(meta.caught_up(self._lines(user_id, meta.id))[0].record().info())
                 except StoreError as exc:
                     found.append(damaged_info(meta.id, user_id, exc))
         found.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
@@ -68,7 +61,7 @@ class FileSessions(FilesBase):
                 metadata=meta.metadata if metadata is None else json_object(metadata),
             )
             write_meta(self._dir(user_id, meta.id) / META, meta)
-            return meta.info()
+            return meta.record().info()
 
     @guarded
     def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
@@ -115,39 +108,30 @@ class FileSessions(FilesBase):
     @guarded
     def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
         with self._session(session_id, user_id) as (source, _):
-            if not 0 <= at_seq < source.next_seq:
-                raise StoreError(
-                    f"cannot fork session {source.id!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
-                )
+            check_fork(source.id, source.next_seq, at_seq)
             chain = self._chain(source)
             count = tokens = 0
             for row in self._read(chain, 0, at_seq):
                 count, tokens = count + 1, tokens + row.tokens
-            parent = source
-            while parent.parent_id is not None and parent.fork_seq is not None and at_seq <= parent.fork_seq:
-                parent = chain[parent.parent_id][0]  # branch where the history really lives
-            stamp = now()
-            fork = Meta(
-                new_session_id(),
-                user_id,
-                stamp,
-                stamp,
-                source.title,
-                source.model,
-                dict(source.metadata),
-                parent.id,
+            ancestors = [m for m, _ in chain.values()]
+            parent = ancestors[fork_home([(m.id, m.fork_seq) for m in ancestors], at_seq)]
+            fork_id = new_session_id()
+            made = fork_record(
+                source.record(),
                 at_seq,
-                count,
-                tokens,
-                next_seq=at_seq + 1,
-                state=fork_state(source.state, at_seq, messages=count),
+                key=fork_id,
+                session_id=fork_id,
+                parent=(parent.id, parent.id),
+                shared=(count, tokens),
+                when=now(),
             )
+            fork = Meta.of(made)
             # Hold the parent's lock (fork before ancestor) so it cannot be removed meanwhile.
             with self._locked(user_id, parent.id) if parent.id != source.id else nullcontext():
                 self._index_shared(user_id, parent.id)
                 self._dir(user_id, fork.id).mkdir()
                 write_meta(self._dir(user_id, fork.id) / META, fork)
-            return fork.info()
+            return made.info()
 
     def _index_shared(self, user_id: str | None, session_id: str) -> None:
         """Complete the id index of a session whose rows a new fork will share (its lock is held).
@@ -167,15 +151,14 @@ class FileSessions(FilesBase):
     @guarded
     def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
         with self._session(session_id, user_id) as (meta, _):
-            rows = list(self._read(self._chain(meta), 0, None))
-            return b"".join([export_header(meta.info(), meta.state, meta.next_seq), *map(export_line, rows)])
+            return export_session(meta.record(), list(self._read(self._chain(meta), 0, None)))
 
     @guarded
     def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
         parsed = parse_export(data)
         target = self._dir(user_id, parsed.id, creating=True)
         if target.exists():  # the user's own session of that id
-            raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported")
+            raise taken(parsed.id)
         # Build the session aside and rename it into place: an import is visible whole or not at all.
         target.parent.mkdir(exist_ok=True)
         staging = target.parent / f".import-{os.urandom(6).hex()}"
@@ -184,23 +167,14 @@ class FileSessions(FilesBase):
             lines = LineFile(staging / MESSAGES)
             lines.append(b"".join(map(export_line, parsed.rows)))
             IdIndex(staging).add((r.seq, r.message.id) for r in parsed.rows)
-            meta = Meta(
-                parsed.id,
-                user_id,
-                parsed.created_at,
-                parsed.updated_at,
-                parsed.title,
-                parsed.model,
-                dict(parsed.metadata),
-                next_seq=parsed.next_seq,
-                state=parsed.state,
-            ).recounted(lines)
+            made = parsed.record(BACKEND, parsed.id, user_id)
+            meta = Meta.of(made).recounted(lines)
             write_meta(staging / META, replace(meta, updated_at=parsed.updated_at, indexed=meta.synced))
             try:
                 os.rename(staging, target)
             except OSError:
-                raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported") from None
+                raise taken(parsed.id) from None
             fsync_dir(target.parent)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        return parsed.info(user_id)
+        return made.info()

@@ -52,14 +52,18 @@ from ...errors import SessionLostError, SessionNotFoundError, StoreError
 from ...messages import PINNED_ROLES, Message, StoredMessage
 from ...session import LoadedSession, SessionState
 from .._async import AsyncStoreWrapper
-from .._common import (
-    check_batch,
+from .._export import export_line
+from .._writes import (
+    admit,
     check_deletable,
-    export_line,
-    json_object,
+    check_expected,
     now,
+    replayed,
+    saved_state,
+    unfolded_span,
+    written_state,
 )
-from .._writes import check_expected, replayed, state_for_write
+from ..base import AppendRequest
 from ._base import META, guarded
 from ._ids import IdIndex, IndexDamaged, scan_ids
 from ._jsonl import LineFile
@@ -78,43 +82,24 @@ class FileStore(FileSessions):
 
     # -- messages --------------------------------------------------------------------------
     @guarded
-    def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-        expected_seq: int | None = None,
-        expected_version: int | None = None,
-        state: SessionState | None = None,
-    ) -> list[int]:
-        check_batch(messages)
-        if not messages:
+    def append(self, request: AppendRequest) -> list[int]:
+        saved = written_state(request)
+        if not request.messages:
             return []  # a session is created by its first message, not by an empty batch
-        saved = state_for_write(state, expected_version)
-        view = (expected_seq, expected_version, saved)
+        session_id, user_id = request.session_id, request.user_id
         directory = self._dir(user_id, session_id, creating=True)
         for _ in range(3):  # the directory may vanish (a concurrent delete) between mkdir and lock
             directory.mkdir(parents=True, exist_ok=True)
             try:
                 with self._locked(user_id, session_id):
-                    return self._append_locked(session_id, messages, user_id, model, *view)
+                    return self._append_locked(request, saved)
             except SessionNotFoundError:
                 if self._meta(user_id, session_id) is not None:
                     raise
         raise StoreError(f"file store {self.root}: session {session_id!r} keeps disappearing")
 
-    def _append_locked(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        user_id: str | None,
-        model: str | None,
-        expected_seq: int | None,
-        expected_version: int | None,
-        saved: SessionState | None,
-    ) -> list[int]:
+    def _append_locked(self, request: AppendRequest, saved: SessionState | None) -> list[int]:
+        session_id, user_id, messages = request.session_id, request.user_id, request.messages
         directory = self._dir(user_id, session_id)
         meta = self._meta(user_id, session_id)
         lines = self._lines(user_id, session_id)
@@ -124,21 +109,20 @@ class FileStore(FileSessions):
             lines.repair(meta.synced)
             meta = self._indexed(meta.caught_up(lines)[0], lines)
         try:
-            found = (meta.next_seq, meta.state.version) if live and meta is not None else None
-            check_expected(session_id, found, expected_seq, expected_version)
+            admit(
+                request, meta.record().view() if meta is not None else None, deleted=meta is not None and meta.deleted
+            )
         except SessionLostError:
             if meta is None:
                 shutil.rmtree(directory, ignore_errors=True)  # the directory this call made: leave no trace
             raise
-        if meta is not None and meta.deleted:
-            raise SessionNotFoundError(session_id)  # hidden while its forks live; its id stays taken
         if meta is not None:
             again = replayed(session_id, messages, self._stored(meta, [m.id or "" for m, _ in messages]))
             if again is not None:
                 return again
             return self._write(meta, lines, messages, saved, created=False)
         stamp = now()
-        meta = Meta(session_id, user_id, stamp, stamp, model=model)
+        meta = Meta(session_id, user_id, stamp, stamp, model=request.model)
         try:
             write_meta(directory / META, meta)  # first, so that no line can exist without its owner
             return self._write(meta, lines, messages, saved, created=True)
@@ -216,11 +200,12 @@ class FileStore(FileSessions):
                     pinned += [lines.read_at(off) for seq, off in holder.pinned if span[0] <= seq <= span[1]]
             window = [r for r in self._read(chain, state.window_start, None) if r.message.role not in PINNED_ROLES]
             unfolded: list[StoredMessage] = []
-            if unfolded_limit and state.window_start > state.folded_to + 1:
-                rows = self._read(chain, state.folded_to + 1, state.window_start - 1)
+            tail = unfolded_span(state, unfolded_limit)
+            if tail is not None:
+                rows = self._read(chain, *tail)
                 unfolded = list(deque((r for r in rows if r.message.role not in PINNED_ROLES), maxlen=unfolded_limit))
             self.rows_read += len(pinned) + len(window) + len(unfolded)
-            return LoadedSession(meta.info(), state, pinned, window, unfolded, meta.next_seq)
+            return meta.record().loaded(state, pinned, window, unfolded)
 
     @guarded
     def save_state(
@@ -228,7 +213,7 @@ class FileStore(FileSessions):
     ) -> SessionState:
         with self._session(session_id, user_id) as (meta, _):
             check_expected(meta.id, (meta.next_seq, meta.state.version), None, expected_version)
-            saved = replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)
+            saved = saved_state(state, expected_version)
             write_meta(self._dir(user_id, meta.id) / META, replace(meta, state=saved, updated_at=now()))
             return saved
 
