@@ -6,6 +6,7 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,11 @@ from convmem.testing import AsyncStoreConformance, StoreConformance, numbered
 class TestFileStore(StoreConformance):
     def make_store(self, location: Path) -> FileStore:
         return FileStore(location / "files")
+
+    def per_kind(self, store: Any, kind: str) -> Any:
+        from convmem.stores.files.longterm import FileBlockStore, FileFactStore, FileRecallStore
+
+        return {"facts": FileFactStore, "blocks": FileBlockStore, "recall": FileRecallStore}[kind](store)
 
 
 class TestAsyncFileStore(AsyncStoreConformance):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,13 @@ def _schema(location: Path) -> str:
 class TestPostgresStore(StoreConformance):
     def make_store(self, location: Path) -> PostgresStore:
         return PostgresStore(PG_URL, schema=_schema(location), max_size=4)
+
+    releases_connection = True
+
+    def per_kind(self, store: Any, kind: str) -> Any:
+        from convmem.stores.postgres.longterm import PostgresBlockStore, PostgresFactStore, PostgresRecallStore
+
+        return {"facts": PostgresFactStore, "blocks": PostgresBlockStore, "recall": PostgresRecallStore}[kind](store)
 
 
 class TestAsyncPostgresStore(AsyncStoreConformance):

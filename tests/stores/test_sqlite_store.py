@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,13 @@ from convmem.testing import AsyncStoreConformance, StoreConformance
 class TestSQLiteStore(StoreConformance):
     def make_store(self, location: Path) -> SQLiteStore:
         return SQLiteStore(location / "convmem.db")
+
+    releases_connection = True
+
+    def per_kind(self, store: Any, kind: str) -> Any:
+        from convmem.stores.sqlite.longterm import SQLiteBlockStore, SQLiteFactStore, SQLiteRecallStore
+
+        return {"facts": SQLiteFactStore, "blocks": SQLiteBlockStore, "recall": SQLiteRecallStore}[kind](store)
 
 
 class TestAsyncSQLiteStore(AsyncStoreConformance):

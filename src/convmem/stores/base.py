@@ -48,6 +48,17 @@ Writes are atomic and idempotent, and many writers can share a session:
   longer exists raises :class:`~convmem.errors.SessionLostError`; the session
   is never re-created silently (a Redis restarted without persistence).
 
+Every built-in store also keeps long-term memory in the same place
+(:class:`LongTermStores`): ``store.facts()``, ``store.blocks()`` and
+``store.recall()`` give the fact, block and recall stores over the store's own
+database, connection, schema or prefix, the same data the per-kind classes
+(``SQLiteFactStore(store)``...) see, and they close with it. An async store
+gives the async fact store :class:`~convmem.longterm.facts.AsyncFacts` needs
+(:class:`AsyncLongTermStores`); blocks and recall have sync contracts only
+(the memory renders blocks and searches recall inside the sync ``context()``),
+so the async twins that wrap a sync store give that store's, and the async
+PostgreSQL and Redis stores none: open the sync store of the same URL for them.
+
 Forks share history instead of copying it. A fork records its parent and the
 seq it branched at; reading it reads the parent's rows up to that seq, then
 its own rows, whose seqs continue from ``fork_seq + 1``.
@@ -66,12 +77,25 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..messages import Message, StoredMessage
 from ..session import LoadedSession, SessionInfo, SessionState
 
-__all__ = ["AppendRequest", "AsyncSessionStore", "AsyncStore", "SessionStore", "Store"]
+if TYPE_CHECKING:
+    from ..longterm.blocks.store import BlockStore
+    from ..longterm.facts.model import AsyncFactStore, FactStore
+    from ..longterm.recall.store import RecallStore
+
+__all__ = [
+    "AppendRequest",
+    "AsyncLongTermStores",
+    "AsyncSessionStore",
+    "AsyncStore",
+    "LongTermStores",
+    "SessionStore",
+    "Store",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,3 +262,29 @@ class AsyncSessionStore(AsyncStore, Protocol):
     async def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes: ...
 
     async def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo: ...
+
+
+@runtime_checkable
+class LongTermStores(Protocol):
+    """A store that keeps long-term memory beside the sessions (all built-in backends)."""
+
+    def facts(self) -> FactStore:
+        """The fact store over this store's database; it closes with the store."""
+        ...
+
+    def blocks(self) -> BlockStore:
+        """The working-block store over this store's database; it closes with the store."""
+        ...
+
+    def recall(self) -> RecallStore:
+        """The recall document store over this store's database (needs the ``recall`` extra)."""
+        ...
+
+
+@runtime_checkable
+class AsyncLongTermStores(Protocol):
+    """An async store that keeps facts beside the sessions (all built-in async backends)."""
+
+    def facts(self) -> AsyncFactStore:
+        """The async fact store over this store's database; it closes with the store."""
+        ...

@@ -16,17 +16,18 @@ Example::
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
+from ..longterm.blocks.store import MemoryBlockStore
+from ..longterm.facts.store import MemoryFactStore
 from ..messages import PINNED_ROLES, StoredMessage
 from ..session import LoadedSession, SessionInfo, SessionState
 from ._async import AsyncStoreWrapper
 from ._export import export_session, parse_export
-from ._record import Segment, SessionRecord, segments
+from ._memory_data import BACKEND, SessionData
+from ._record import Segment, segments
 from ._writes import (
     admit,
     check_deletable,
@@ -46,133 +47,42 @@ from ._writes import (
 )
 from .base import AppendRequest
 
+if TYPE_CHECKING:
+    from ._memory_recall import MemoryRecallStore
+
 __all__ = ["AsyncMemoryStore", "MemoryStore"]
-
-BACKEND = "memory"
-
-
-@dataclass(eq=False)
-class _Rows:
-    """Sorted rows and their seqs, so that ranges are found by bisection."""
-
-    seqs: list[int] = field(default_factory=list)
-    rows: list[StoredMessage] = field(default_factory=list)
-
-    def add(self, row: StoredMessage) -> None:
-        self.seqs.append(row.seq)
-        self.rows.append(row)
-
-    def between(self, lo: int, hi: int) -> list[StoredMessage]:
-        return self.rows[bisect_left(self.seqs, lo) : bisect_right(self.seqs, hi)]
-
-    def drop(self, doomed: set[int]) -> list[StoredMessage]:
-        gone = [r for r in self.rows if r.seq in doomed]
-        self.rows = [r for r in self.rows if r.seq not in doomed]
-        self.seqs = [r.seq for r in self.rows]
-        return gone
-
-
-@dataclass(eq=False)
-class _Session:
-    id: str
-    user_id: str | None
-    model: str | None
-    created_at: datetime
-    updated_at: datetime
-    title: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    parent_id: str | None = None
-    fork_seq: int | None = None
-    base_count: int = 0
-    base_tokens: int = 0
-    all: _Rows = field(default_factory=_Rows)
-    pinned: _Rows = field(default_factory=_Rows)
-    next_seq: int = 0
-    tokens: int = 0
-    state: SessionState = field(default_factory=SessionState)
-    deleted: bool = False  # hidden; rows kept only while forks share them
-    children: set[str] = field(default_factory=set)
-    ids: dict[str, int] = field(default_factory=dict)  # message id -> seq, of the session's own rows
-
-    def record(self) -> SessionRecord:
-        return SessionRecord(
-            BACKEND,
-            self.id,
-            self.id,
-            self.user_id,
-            self.title,
-            self.model,
-            self.metadata,
-            self.created_at,
-            self.updated_at,
-            self.state,
-            self.state.version,
-            self.next_seq,
-            len(self.all.rows),
-            self.tokens,
-            self.parent_id,
-            self.parent_id,
-            self.fork_seq,
-            self.base_count,
-            self.base_tokens,
-            self.deleted,
-        )
-
-    @classmethod
-    def of(cls, record: SessionRecord) -> _Session:
-        """A new session as ``record`` describes it (a fork or an import), without rows yet."""
-        info = record.info()
-        return cls(
-            info.id,
-            info.user_id,
-            info.model,
-            info.created_at,
-            info.updated_at,
-            info.title,
-            dict(info.metadata),
-            info.parent_id,
-            info.fork_seq,
-            record.base_count,
-            record.base_tokens,
-            next_seq=record.next_seq,
-            state=record.state(),
-        )
-
-    def add(self, row: StoredMessage) -> None:
-        self.all.add(row)
-        if row.message.role in PINNED_ROLES:
-            self.pinned.add(row)
-        self.tokens += row.tokens
-        self.ids[row.message.id or ""] = row.seq
 
 
 class MemoryStore:
     """A thread-safe store that lives in this process."""
 
     def __init__(self) -> None:
-        self._sessions: dict[tuple[str | None, str], _Session] = {}  # (user, session id) -> session
+        self._sessions: dict[tuple[str | None, str], SessionData] = {}  # (user, session id) -> session
         self._lock = threading.RLock()
         self.rows_read = 0  # rows returned by load(); lets the conformance suite see load skip the archive
+        self._facts = MemoryFactStore()
+        self._blocks = MemoryBlockStore()
+        self._recall: MemoryRecallStore | None = None  # made on first use: it needs numpy
 
     # -- lookup ----------------------------------------------------------------------------
-    def _session(self, session_id: str, user_id: str | None) -> _Session:
+    def _session(self, session_id: str, user_id: str | None) -> SessionData:
         session = self._sessions.get((user_id, session_id))
         if session is not None and not session.deleted:
             return session
         live = (s.id for (u, _), s in self._sessions.items() if u == user_id and not s.deleted)
         return self._sessions[(user_id, pick(session_id, (i for i in live if i.startswith(session_id))))]
 
-    def _chain(self, session: _Session) -> list[_Session]:
+    def _chain(self, session: SessionData) -> list[SessionData]:
         """The session and its ancestors, nearest first."""
         chain = [session]
         while chain[-1].parent_id is not None:
             chain.append(self._sessions[(session.user_id, chain[-1].parent_id)])
         return chain
 
-    def _segments(self, session: _Session) -> list[Segment]:
+    def _segments(self, session: SessionData) -> list[Segment]:
         return segments([(s.id, s.fork_seq) for s in self._chain(session)])
 
-    def _read(self, session: _Session, lo: int, hi: int | None, *, pinned: bool = False) -> list[StoredMessage]:
+    def _read(self, session: SessionData, lo: int, hi: int | None, *, pinned: bool = False) -> list[StoredMessage]:
         out: list[StoredMessage] = []
         for seg in self._segments(session):
             span = seg.clip(lo, hi)
@@ -181,7 +91,7 @@ class MemoryStore:
                 out += (holder.pinned if pinned else holder.all).between(*span)
         return out
 
-    def _stored(self, session: _Session, ids: Sequence[str]) -> dict[str, StoredMessage]:
+    def _stored(self, session: SessionData, ids: Sequence[str]) -> dict[str, StoredMessage]:
         """The rows of the session's history (shared history included) that hold any of ``ids``."""
         found: dict[str, StoredMessage] = {}
         if session.parent_id is None:  # the common case: no shared history
@@ -233,7 +143,7 @@ class MemoryStore:
         with self._lock:
             self._remove(self._session(session_id, user_id))
 
-    def _remove(self, session: _Session) -> None:
+    def _remove(self, session: SessionData) -> None:
         if session.children:
             # Forks still read this history: hide the session and keep only the shared rows.
             session.deleted = True
@@ -248,7 +158,7 @@ class MemoryStore:
             if parent.deleted:
                 self._remove(parent)
 
-    def _forget(self, session: _Session, row: StoredMessage) -> None:
+    def _forget(self, session: SessionData, row: StoredMessage) -> None:
         session.tokens -= row.tokens
         session.pinned.drop({row.seq})
         session.ids.pop(row.message.id or "", None)
@@ -282,7 +192,7 @@ class MemoryStore:
                 shared=(len(shared), sum(r.tokens for r in shared)),
                 when=now(),
             )
-            fork = self._sessions[(user_id, fork_id)] = _Session.of(record)
+            fork = self._sessions[(user_id, fork_id)] = SessionData.of(record)
             parent.children.add(fork.id)
             return record.info()
 
@@ -304,7 +214,7 @@ class MemoryStore:
                     return again
             stamp = now()
             if session is None:
-                session = _Session(session_id, user_id, request.model, stamp, stamp)
+                session = SessionData(session_id, user_id, request.model, stamp, stamp)
                 self._sessions[(user_id, session_id)] = session
             seqs = list(range(session.next_seq, session.next_seq + len(messages)))
             for seq, (message, tokens) in zip(seqs, messages, strict=True):
@@ -371,11 +281,29 @@ class MemoryStore:
             if (user_id, parsed.id) in self._sessions:
                 raise taken(parsed.id)
             record = parsed.record(BACKEND, parsed.id, user_id)
-            session = _Session.of(record)
+            session = SessionData.of(record)
             for row in parsed.rows:
                 session.add(row)
             self._sessions[(user_id, session.id)] = session
             return record.info()
+
+    # -- long-term memory ------------------------------------------------------------------
+    def facts(self) -> MemoryFactStore:
+        """The store's facts, in this process: the same fact store on every call."""
+        return self._facts
+
+    def blocks(self) -> MemoryBlockStore:
+        """The store's working blocks, in this process: the same block store on every call."""
+        return self._blocks
+
+    def recall(self) -> MemoryRecallStore:
+        """The store's recall documents, in this process (needs the ``recall`` extra)."""
+        from ._memory_recall import MemoryRecallStore
+
+        with self._lock:
+            if self._recall is None:
+                self._recall = MemoryRecallStore()
+            return self._recall
 
     def close(self) -> None:
         """Nothing to release; the data lives as long as the object."""

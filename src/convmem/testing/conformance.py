@@ -5,7 +5,11 @@ Subclass :class:`StoreConformance` in a test module, name the subclass
 Capabilities are detected: tests of session management are skipped for a
 backend that implements only :class:`~convmem.stores.base.Store`, the
 archive-read check uses the store's ``rows_read`` counter if it has one, and
-persistence is checked by reopening whenever ``persistent`` is true.
+persistence is checked by reopening whenever ``persistent`` is true. Long-term
+memory (``store.facts()``, ``store.blocks()``, ``store.recall()``) is checked
+when the store keeps it; override ``per_kind`` to compare it with the
+backend's own classes, and set ``releases_connection`` when closing the store
+closes what they use.
 
 Example (``tests/stores/test_sqlite_store.py``)::
 
@@ -42,6 +46,7 @@ from ..messages import Message
 from ..session import SessionState, SummaryRecord, status_of
 from ..stores.base import AppendRequest, SessionStore, Store
 from ._data import conversations, numbered, rich_messages
+from ._longterm_tests import LongTermTests
 from ._session_tests import SessionTests
 from ._write_tests import WriteTests
 
@@ -51,7 +56,7 @@ RESUME_EXAMPLES = 3 if os.environ.get("CONVMEM_QUICK") == "1" else 25
 __all__ = ["StoreConformance"]
 
 
-class StoreConformance(WriteTests, SessionTests):
+class StoreConformance(WriteTests, SessionTests, LongTermTests):
     """The suite. Override :meth:`make_store`; set ``persistent = False`` for a store that lives in memory."""
 
     persistent: ClassVar[bool] = True

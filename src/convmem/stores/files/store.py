@@ -47,6 +47,7 @@ import shutil
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ...errors import SessionLostError, SessionNotFoundError, StoreError
 from ...messages import PINNED_ROLES, Message, StoredMessage
@@ -69,6 +70,9 @@ from ._ids import IdIndex, IndexDamaged, scan_ids
 from ._jsonl import LineFile
 from ._meta import Meta, write_meta
 from ._sessions import FileSessions
+
+if TYPE_CHECKING:
+    from .longterm import FileBlockStore, FileFactStore, FileRecallStore
 
 __all__ = ["AsyncFileStore", "FileStore"]
 
@@ -245,6 +249,25 @@ class FileStore(FileSessions):
             directory = self._dir(user_id, meta.id)
             indexed = IdIndex(directory).rebuild(lines)
             write_meta(directory / META, replace(meta, updated_at=now(), indexed=indexed).recounted(lines))
+
+    # -- long-term memory (needs the ``recall`` extra) ---------------------------------------
+    def facts(self) -> FileFactStore:
+        """The facts in this store's directory (``longterm/facts.jsonl``)."""
+        from .longterm import FileFactStore
+
+        return FileFactStore(self)
+
+    def blocks(self) -> FileBlockStore:
+        """The working blocks in this store's directory (``longterm/blocks.jsonl``)."""
+        from .longterm import FileBlockStore
+
+        return FileBlockStore(self)
+
+    def recall(self) -> FileRecallStore:
+        """The recall documents and vectors in this store's directory (``longterm/recall/``)."""
+        from .longterm import FileRecallStore
+
+        return FileRecallStore(self)
 
 
 class AsyncFileStore(AsyncStoreWrapper[FileStore]):

@@ -343,3 +343,13 @@ def delete_messages(
         yield Query(sql.AFTER_DELETE, (len(gone), sum(t for (t,) in gone), now(), row.key))
 
     return Op(f"delete messages of session {session_id!r}", flow, "transaction")
+
+
+def has_pgvector() -> Op[bool]:
+    """Whether the server offers the pgvector extension."""
+
+    def flow(retried: bool) -> Flow[bool]:
+        [(count,)] = yield Query(sql.HAS_PGVECTOR)
+        return bool(count)
+
+    return Op("look for pgvector", flow)

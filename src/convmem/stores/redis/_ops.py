@@ -308,3 +308,16 @@ def list_sessions(keys: Keys, user_id: str | None, limit: int | None) -> Op[list
             yield Cmd(("ZREM", index, *gone))  # sessions whose TTL ran out: drop them from the index
 
     return Op("list sessions", flow)
+
+
+def has_search() -> Op[bool]:
+    """Whether the server has the RediSearch module."""
+
+    def flow(retried: bool) -> Flow[bool]:
+        modules = yield Cmd(("MODULE", "LIST"))
+        # redis-py gives each module as a dict (or, without its reply callback, as a flat list of pairs).
+        fields = [m if isinstance(m, dict) else dict(zip(m[::2], m[1::2], strict=True)) for m in modules]
+        names = {str(f.get(b"name", b""), "utf-8").lower() for f in fields}
+        return bool(names & {"search", "ft", "searchlight"})
+
+    return Op("list modules", flow)

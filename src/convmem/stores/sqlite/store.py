@@ -35,7 +35,7 @@ import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...messages import StoredMessage
 from ...session import LoadedSession, SessionInfo, SessionState
@@ -79,6 +79,9 @@ from ._rows import (
     stored_ids,
     stored_row,
 )
+
+if TYPE_CHECKING:
+    from .longterm import SQLiteBlockStore, SQLiteFactStore, SQLiteRecallStore
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 
@@ -314,6 +317,25 @@ class SQLiteStore:
             insert_session(conn, made)
             conn.executemany(sql.INSERT_MESSAGE, [(key, r.seq, *message_row(r.message, r.tokens)) for r in parsed.rows])
         return made.info()
+
+    # -- long-term memory (needs the ``recall`` extra) ---------------------------------------
+    def facts(self) -> SQLiteFactStore:
+        """The facts in this database, on this store's connection; they close with the store."""
+        from .longterm import SQLiteFactStore
+
+        return SQLiteFactStore(self)
+
+    def blocks(self) -> SQLiteBlockStore:
+        """The working blocks in this database, on this store's connection; they close with the store."""
+        from .longterm import SQLiteBlockStore
+
+        return SQLiteBlockStore(self)
+
+    def recall(self) -> SQLiteRecallStore:
+        """The recall documents (FTS5 and vectors) in this database, on this store's connection."""
+        from .longterm import SQLiteRecallStore
+
+        return SQLiteRecallStore(self)
 
     def close(self) -> None:
         self.db.close()
