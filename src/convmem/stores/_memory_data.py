@@ -15,7 +15,7 @@ from typing import Any
 
 from ..messages import PINNED_ROLES, StoredMessage
 from ..session import SessionState
-from ._record import SessionRecord
+from ._record import SessionRecord, plain_record
 
 __all__ = ["BACKEND", "Rows", "SessionData"]
 
@@ -66,28 +66,7 @@ class SessionData:
     ids: dict[str, int] = field(default_factory=dict)  # message id -> seq, of the session's own rows
 
     def record(self) -> SessionRecord:
-        return SessionRecord(
-            BACKEND,
-            self.id,
-            self.id,
-            self.user_id,
-            self.title,
-            self.model,
-            self.metadata,
-            self.created_at,
-            self.updated_at,
-            self.state,
-            self.state.version,
-            self.next_seq,
-            len(self.all.rows),
-            self.tokens,
-            self.parent_id,
-            self.parent_id,
-            self.fork_seq,
-            self.base_count,
-            self.base_tokens,
-            self.deleted,
-        )
+        return plain_record(BACKEND, self, len(self.all.rows))
 
     @classmethod
     def of(cls, record: SessionRecord) -> SessionData:

@@ -20,6 +20,9 @@ state it does not need, and a damaged record still lists as damaged. A
 corrupt field is a :class:`~convmem.errors.StoreError` naming the backend and
 the session, never a raw exception.
 
+Session ids are scoped by user: a store that keeps every user's sessions in
+one namespace (a table, a key space) keys them by :func:`scoped`, which is
+injective and keeps prefixes, so a prefix lookup is a prefix match on the key.
 A fork reads its parent's rows up to ``fork_seq``: :func:`segments` says
 which session holds which seqs of a history, from the chain of records.
 """
@@ -29,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from ..errors import StoreError
 from ..messages import StoredMessage
@@ -37,7 +40,19 @@ from ..session import LoadedSession, SessionInfo, SessionState
 from .codec import READ_ERRORS, corrupt, decode_datetime, dumps, read_state
 from .codec import loads as json_loads
 
-__all__ = ["EPOCH", "Segment", "SessionRecord", "damaged_info", "encoded_json", "segments"]
+__all__ = [
+    "EPOCH",
+    "Segment",
+    "SessionRecord",
+    "damaged_info",
+    "encoded_json",
+    "from_columns",
+    "plain_record",
+    "scoped",
+    "segments",
+    "unscoped",
+    "user_prefix",
+]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 Encoded: TypeAlias = str | bytes  # a field as the backend stored it, decoded on demand
@@ -49,7 +64,7 @@ class SessionRecord:
     """A stored session, decoded (see the module docstring for which fields wait to be decoded).
 
     ``id`` is the session id the user sees; ``key`` is how the backend keys it (the id scoped by
-    user, :func:`convmem.stores._writes.scoped`, or the id itself where the backend keeps each
+    user, :func:`scoped`, or the id itself where the backend keeps each
     user apart by other means); ``parent_key``/``parent_id`` likewise for a fork's parent.
     ``message_count`` and ``tokens`` count the session's own rows, ``base_count``/``base_tokens``
     the history it shares with its parent. A ``deleted`` session is hidden while forks read it.
@@ -126,6 +141,30 @@ class SessionRecord:
         return LoadedSession(self.info(), state, pinned, window, unfolded, self.next_seq)
 
 
+# -- how a session is keyed --------------------------------------------------------------------------------------
+def user_prefix(user_id: str | None) -> str:
+    """The part of a scoped key that names the user: ``-:`` for no user, else ``<length>=<user id>:``."""
+    return "-:" if user_id is None else f"{len(user_id)}={user_id}:"
+
+
+def scoped(user_id: str | None, session_id: str) -> str:
+    """The store-wide key of ``user_id``'s session ``session_id``.
+
+    Injective (the user id's length comes first, so no user id or session id
+    can be mistaken for the other), and ``scoped(u, p)`` is a prefix of
+    ``scoped(u, i)`` exactly when ``p`` is a prefix of ``i``.
+    """
+    return user_prefix(user_id) + session_id
+
+
+def unscoped(key: str) -> str:
+    """The session id inside a key made by :func:`scoped`."""
+    if key.startswith("-:"):
+        return key[2:]
+    length, _, rest = key.partition("=")
+    return rest[int(length) + 1 :]
+
+
 # -- where a session's history lives ------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Segment:
@@ -155,6 +194,87 @@ def segments(chain: Sequence[tuple[str, int | None]]) -> list[Segment]:
         if fork_seq is not None:
             cap = min(cap, fork_seq)
     return out[::-1]
+
+
+class PlainSession(Protocol):
+    """A session kept as decoded objects (the in-memory store's, the file store's ``session.json``)."""
+
+    id: str
+    user_id: str | None
+    title: str | None
+    model: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    state: SessionState
+    next_seq: int
+    tokens: int
+    parent_id: str | None
+    fork_seq: int | None
+    base_count: int
+    base_tokens: int
+    deleted: bool
+
+
+def plain_record(backend: str, session: PlainSession, message_count: int) -> SessionRecord:
+    """The record of a session kept as decoded objects, keyed by its plain id (the backend keeps users apart)."""
+    s = session
+    return SessionRecord(
+        backend,
+        s.id,
+        s.id,
+        s.user_id,
+        s.title,
+        s.model,
+        s.metadata,
+        s.created_at,
+        s.updated_at,
+        s.state,
+        s.state.version,
+        s.next_seq,
+        message_count,
+        s.tokens,
+        s.parent_id,
+        s.parent_id,
+        s.fork_seq,
+        s.base_count,
+        s.base_tokens,
+        s.deleted,
+    )
+
+
+def from_columns(backend: str, row: Sequence[Any], *, utc: bool = False) -> SessionRecord:
+    """A ``sessions`` table row decoded (SQLite and PostgreSQL share its columns: ``SESSION_COLUMNS``).
+
+    ``id`` and ``parent_id`` are keys scoped by user (:func:`scoped`);
+    ``utc`` converts timestamps the driver gave as datetimes to UTC.
+    """
+    (key, user_id, title, model, metadata, created, updated, parent, fork_seq) = row[:9]
+    base_count, base_tokens, message_count, tokens, next_seq, state, version, deleted = row[9:]
+    if utc:
+        created, updated = created.astimezone(timezone.utc), updated.astimezone(timezone.utc)
+    return SessionRecord(
+        backend,
+        key,
+        unscoped(key),
+        user_id,
+        title,
+        model,
+        metadata,
+        created,
+        updated,
+        state,
+        version,
+        next_seq,
+        message_count,
+        tokens,
+        parent,
+        None if parent is None else unscoped(parent),
+        fork_seq,
+        base_count,
+        base_tokens,
+        bool(deleted),
+    )
 
 
 def damaged_info(session_id: str, user_id: str | None, error: StoreError) -> SessionInfo:

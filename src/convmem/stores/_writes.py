@@ -19,10 +19,8 @@ what a decision needs, calls the rule, and writes what it decides::
     delete_messages       check_expected (expected_seq), check_deletable (only rows no fork shares)
     import_jsonl          taken: the user's own session of that id already exists
 
-Session ids are scoped by user: a store that keeps every user's sessions in
-one namespace (a table, a key space) keys them by :func:`scoped`, which is
-injective and keeps prefixes, so a prefix lookup is a prefix match on the key.
-Where a session's rows live across its fork chain is :func:`convmem.stores._record.segments`.
+How a session is keyed (its id scoped by user) and where its rows live
+across its fork chain are in :mod:`convmem.stores._record`.
 """
 
 from __future__ import annotations
@@ -66,11 +64,8 @@ __all__ = [
     "replayed",
     "same_message",
     "saved_state",
-    "scoped",
     "taken",
     "unfolded_span",
-    "unscoped",
-    "user_prefix",
     "written_state",
 ]
 
@@ -81,30 +76,6 @@ def now() -> datetime:
 
 def new_session_id() -> str:
     return uuid.uuid4().hex
-
-
-# -- keys --------------------------------------------------------------------------------------
-def user_prefix(user_id: str | None) -> str:
-    """The part of a scoped key that names the user: ``-:`` for no user, else ``<length>=<user id>:``."""
-    return "-:" if user_id is None else f"{len(user_id)}={user_id}:"
-
-
-def scoped(user_id: str | None, session_id: str) -> str:
-    """The store-wide key of ``user_id``'s session ``session_id``.
-
-    Injective (the user id's length comes first, so no user id or session id
-    can be mistaken for the other), and ``scoped(u, p)`` is a prefix of
-    ``scoped(u, i)`` exactly when ``p`` is a prefix of ``i``.
-    """
-    return user_prefix(user_id) + session_id
-
-
-def unscoped(key: str) -> str:
-    """The session id inside a key made by :func:`scoped`."""
-    if key.startswith("-:"):
-        return key[2:]
-    length, _, rest = key.partition("=")
-    return rest[int(length) + 1 :]
 
 
 def pick(prefix: str, matches: Iterable[str]) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...messages import PINNED_ROLES
 from ...session import SessionState
-from .._record import SessionRecord
+from .._record import SessionRecord, plain_record
 from ..codec import READ_ERRORS, corrupt, decode_datetime, decode_state, encode_datetime, encode_state, loads
 from ._jsonl import Line, LineFile, atomic_write
 
@@ -52,28 +52,7 @@ class Meta:
 
     def record(self) -> SessionRecord:
         """This record as every backend decodes its sessions (the record is keyed by the plain session id)."""
-        return SessionRecord(
-            BACKEND,
-            self.id,
-            self.id,
-            self.user_id,
-            self.title,
-            self.model,
-            self.metadata,
-            self.created_at,
-            self.updated_at,
-            self.state,
-            self.state.version,
-            self.next_seq,
-            self.count,
-            self.tokens,
-            self.parent_id,
-            self.parent_id,
-            self.fork_seq,
-            self.base_count,
-            self.base_tokens,
-            self.deleted,
-        )
+        return plain_record(BACKEND, self, self.count)
 
     @classmethod
     def of(cls, made: SessionRecord) -> Meta:

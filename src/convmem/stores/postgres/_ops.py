@@ -15,7 +15,7 @@ committed" from "a real conflict" receive ``retried=True`` on a repeat:
 * ``save_state`` compares the stored state with the one it wrote.
 
 Session ids are scoped by user: the ``sessions`` table is keyed by
-:func:`convmem.stores._writes.scoped`; :func:`record` decodes a row into a
+:func:`convmem.stores._record.scoped`; :func:`record` decodes a row into a
 :class:`~convmem.stores._record.SessionRecord`, whose ``id`` is the session id.
 Every decision is a rule of :mod:`convmem.stores._writes`.
 """
@@ -24,25 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timezone
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from ...errors import SessionNotFoundError, StoreError
 from ...messages import Message, StoredMessage
 from ...session import LoadedSession, SessionState
-from .._record import Segment, SessionRecord, encoded_json, segments
-from .._writes import (
-    admit,
-    check_deletable,
-    check_expected,
-    hidden,
-    now,
-    pick,
-    replayed,
-    saved_state,
-    scoped,
-    unscoped,
-)
+from .._record import Segment, SessionRecord, encoded_json, from_columns, scoped, segments, unscoped
+from .._writes import admit, check_deletable, check_expected, hidden, now, pick, replayed, saved_state
 from ..base import AppendRequest
 from ..codec import dumps, encode_message, encode_state, read_row
 from . import _sql as sql
@@ -87,30 +75,7 @@ class Op(Generic[T]):
 
 def record(row: Sequence[Any]) -> SessionRecord:
     """A ``sessions`` row (``SESSION_COLUMNS`` order) decoded; its JSON is decoded on demand."""
-    (key, user_id, title, model, metadata, created, updated, parent, fork_seq) = row[:9]
-    base_count, base_tokens, message_count, tokens, next_seq, state, version, deleted = row[9:]
-    return SessionRecord(
-        BACKEND,
-        key,
-        unscoped(key),
-        user_id,
-        title,
-        model,
-        metadata,
-        created.astimezone(timezone.utc),
-        updated.astimezone(timezone.utc),
-        state,
-        version,
-        next_seq,
-        message_count,
-        tokens,
-        parent,
-        None if parent is None else unscoped(parent),
-        fork_seq,
-        base_count,
-        base_tokens,
-        bool(deleted),
-    )
+    return from_columns(BACKEND, row, utc=True)
 
 
 def user_key(user_id: str | None) -> str:

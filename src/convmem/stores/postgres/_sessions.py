@@ -14,8 +14,8 @@ from typing import Any
 
 from ...session import SessionInfo
 from .._export import export_session, parse_export
-from .._record import SessionRecord, segments
-from .._writes import check_fork, fork_home, fork_record, json_object, new_session_id, now, scoped, taken, unscoped
+from .._record import SessionRecord, scoped, segments, unscoped
+from .._writes import check_fork, fork_home, fork_record, json_object, new_session_id, now, taken
 from ..codec import dumps
 from . import _sql as sql
 from ._ops import (

@@ -11,7 +11,7 @@ rows disagree with the state read beside them.
 Flows started again after a lost connection get ``retried=True``; the
 append and save-state scripts then recognise their own earlier, committed
 attempt (see :mod:`convmem.stores.redis._lua`). Session keys are scoped by
-user (:func:`convmem.stores._writes.scoped`); :func:`resolve` finds a
+user (:func:`convmem.stores._record.scoped`); :func:`resolve` finds a
 session's key and hash, :func:`~convmem.stores.redis._rows.record` decodes it
 into a :class:`~convmem.stores._record.SessionRecord`. Every decision is a
 rule of :mod:`convmem.stores._writes`.
@@ -27,8 +27,8 @@ from typing import Any, Generic, TypeAlias, TypeVar
 from ...errors import SessionNotFoundError, StoreError
 from ...messages import PINNED_ROLES, StoredMessage
 from ...session import LoadedSession, SessionInfo, SessionState
-from .._record import Segment, SessionRecord, segments
-from .._writes import check_deletable, check_expected, hidden, lost, now, pick, replayed, saved_state, scoped, unscoped
+from .._record import Segment, SessionRecord, scoped, segments, unscoped
+from .._writes import check_deletable, check_expected, hidden, lost, now, pick, replayed, saved_state
 from ..base import AppendRequest
 from ..codec import dumps, encode_datetime, encode_state
 from ._rows import listed, member, pairs, record, row, text

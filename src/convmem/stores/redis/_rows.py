@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from ...errors import StoreError
 from ...messages import Message, StoredMessage
 from ...session import SessionInfo
-from .._record import SessionRecord, damaged_info
-from .._writes import unscoped
+from .._record import SessionRecord, damaged_info, unscoped
 from ..codec import READ_ERRORS, corrupt, dumps, encode_message, read_row
 
 __all__ = ["BACKEND", "listed", "member", "pairs", "record", "row", "text"]

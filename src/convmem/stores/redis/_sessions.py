@@ -17,8 +17,8 @@ from ...errors import SessionNotFoundError
 from ...messages import PINNED_ROLES
 from ...session import SessionInfo
 from .._export import export_session, parse_export
-from .._record import segments
-from .._writes import check_fork, fork_home, fork_state, json_object, new_session_id, now, scoped, taken, unscoped
+from .._record import scoped, segments, unscoped
+from .._writes import check_fork, fork_home, fork_state, json_object, new_session_id, now, taken
 from ..codec import dumps, encode_datetime, encode_state
 from ._ops import (
     Cmd,

@@ -2,7 +2,7 @@
 and encoded back, message rows decoded, and the reads every operation makes on a connection.
 
 A row of ``sessions`` is keyed by the session id scoped by its user
-(:func:`convmem.stores._writes.scoped`); its JSON and timestamps stay text in
+(:func:`convmem.stores._record.scoped`); its JSON and timestamps stay text in
 the record until they are asked for. Reads follow a session's fork chain
 (:func:`convmem.stores._record.segments`): its own rows from ``fork_seq + 1``,
 its ancestors' below that.
@@ -17,8 +17,8 @@ from typing import Any
 
 from ...messages import Message, StoredMessage
 from ...session import SessionState
-from .._record import Segment, SessionRecord, encoded_json, segments
-from .._writes import now, unscoped
+from .._record import Segment, SessionRecord, encoded_json, from_columns, segments, unscoped
+from .._writes import now
 from ..codec import dumps, encode_datetime, encode_message, encode_state, read_row
 from . import _sql as sql
 
@@ -43,30 +43,7 @@ BACKEND = "sqlite"
 
 def record(row: Sequence[Any]) -> SessionRecord:
     """A ``sessions`` row (``SESSION_COLUMNS`` order) decoded; its JSON and timestamps are decoded on demand."""
-    (key, user_id, title, model, metadata, created, updated, parent, fork_seq) = row[:9]
-    base_count, base_tokens, message_count, tokens, next_seq, state, version, deleted = row[9:]
-    return SessionRecord(
-        BACKEND,
-        key,
-        unscoped(key),
-        user_id,
-        title,
-        model,
-        metadata,
-        created,
-        updated,
-        state,
-        version,
-        next_seq,
-        message_count,
-        tokens,
-        parent,
-        None if parent is None else unscoped(parent),
-        fork_seq,
-        base_count,
-        base_tokens,
-        bool(deleted),
-    )
+    return from_columns(BACKEND, row)
 
 
 def session_row(conn: sqlite3.Connection, key: str) -> SessionRecord | None:

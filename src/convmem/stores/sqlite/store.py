@@ -41,7 +41,7 @@ from ...messages import StoredMessage
 from ...session import LoadedSession, SessionInfo, SessionState
 from .._async import AsyncStoreWrapper
 from .._export import export_session, parse_export
-from .._record import Segment, SessionRecord
+from .._record import Segment, SessionRecord, scoped, unscoped
 from .._writes import (
     admit,
     check_deletable,
@@ -55,10 +55,8 @@ from .._writes import (
     pick,
     replayed,
     saved_state,
-    scoped,
     taken,
     unfolded_span,
-    unscoped,
     written_state,
 )
 from ..base import AppendRequest
