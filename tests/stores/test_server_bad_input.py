@@ -88,7 +88,8 @@ def test_urls_come_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setenv("CONVMEM_POSTGRES_URL", PG_URL)
     monkeypatch.setenv("CONVMEM_REDIS_URL", REDIS_URL)
     pg, rd = PostgresStore(schema=schema), RedisStore(prefix=prefix_for(tmp_path))
-    assert pg.append("s", numbered(1), user_id="u") == rd.append("s", numbered(1), user_id="u") == [0]
+    batch = AppendRequest("s", numbered(1), user_id="u")
+    assert pg.append(batch) == rd.append(batch) == [0]
     pg.close()
     rd.close()
     drop_prefixes({prefix_for(tmp_path)})
