@@ -94,14 +94,21 @@ class LongTermTests:
         assert [b.name for b in store.blocks().list_blocks("alice")] == ["persona"]
 
     def test_recall_documents_live_with_the_sessions_and_keep_users_apart(self, store: Any, tmp_path: Path) -> None:
-        pytest.importorskip("numpy")
         store = self._long_term(store)
         store.recall().save_docs([recall_doc("alice", "m1", "the invoice is due"), recall_doc("bob", "m1", "hi")])
         assert [d.text for d in store.recall().load_docs("alice")] == ["the invoice is due"]
         assert [d.text for d in store.recall().load_docs("bob")] == ["hi"]
+        numpy = pytest.importorskip("numpy")
+        alice = store.recall().load_docs("alice")
+        store.recall().save_vectors("test-model", alice, numpy.array([[0.6, 0.8, 0.0]], dtype=numpy.float32))
+        refs, vectors = store.recall().load_vectors("alice", "test-model")
+        assert refs == [("s1", "m1")]
+        assert numpy.allclose(vectors, [[0.6, 0.8, 0.0]])
+        assert store.recall().load_vectors("bob", "test-model")[0] == []
         own = self.per_kind(store, "recall")
         if own is not None:
             assert [d.message_id for d in own.load_docs("alice")] == ["m1"]
+            assert own.load_vectors("alice", "test-model")[0] == [("s1", "m1")]
         store = self.reopen(store, tmp_path)
         assert [d.message_id for d in store.recall().load_docs("alice")] == ["m1"]
 
