@@ -52,6 +52,7 @@ import redis
 from convmem import Memory, Message
 from convmem.longterm.recall.index import RecallDoc
 from convmem.stores import PostgresStore, RedisStore, SQLiteStore
+from convmem.stores.base import AppendRequest
 from convmem.stores.postgres.longterm import PostgresRecallStore
 from convmem.stores.sqlite.longterm import SQLiteRecallStore
 
@@ -86,7 +87,7 @@ def single_appends(store: Any, tag: str, count: int) -> tuple[float, float]:
     times = []
     for item in data:
         started = time.perf_counter()
-        store.append(tag, [item], user_id="u")
+        store.append(AppendRequest(tag, [item], user_id="u"))
         times.append(time.perf_counter() - started)
     return count / sum(times), statistics.median(times) * 1000
 
@@ -95,14 +96,14 @@ def batched_appends(store: Any, tag: str, count: int) -> float:
     data = messages(tag, 0, count)
     started = time.perf_counter()
     for start in range(0, count, 100):
-        store.append(tag, data[start : start + 100], user_id="u")
+        store.append(AppendRequest(tag, data[start : start + 100], user_id="u"))
     return count / (time.perf_counter() - started)
 
 
 def threaded_appends(store: Any, tag: str, threads: int, each: int) -> float:
     def work(n: int) -> None:
         for item in messages(f"{tag}.{n}", 0, each):
-            store.append(f"{tag}.{n}", [item], user_id="u")
+            store.append(AppendRequest(f"{tag}.{n}", [item], user_id="u"))
 
     workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
     started = time.perf_counter()

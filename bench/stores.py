@@ -30,6 +30,7 @@ from typing import Any
 
 from convmem import Memory, Message
 from convmem.stores import FileStore, MemoryStore, SQLiteStore
+from convmem.stores.base import AppendRequest
 
 WORDS = [
     "the",
@@ -77,7 +78,7 @@ def append_rate(kind: str, count: int, batch: int) -> float:
         data = messages(0, count)
         started = time.perf_counter()
         for start in range(0, count, batch):
-            store.append("s", data[start : start + batch], user_id="u")
+            store.append(AppendRequest("s", data[start : start + batch], user_id="u"))
         elapsed = time.perf_counter() - started
         store.close()
     return count / elapsed
@@ -125,7 +126,7 @@ def first_add_ms(kind: str, root: Path, session: str, repeats: int) -> float:
         store = make(kind, root)
         started = time.perf_counter()
         memory = Memory.open(session, store=store, max_tokens=8000)
-        [seq] = store.append(session, [(Message(role="user", content="one more", id=f"extra{n}"), 3)])
+        [seq] = store.append(AppendRequest(session, [(Message(role="user", content="one more", id=f"extra{n}"), 3)]))
         times.append((time.perf_counter() - started) * 1000)
         assert memory.session_id == session
         store.delete_messages(session, [seq])  # untimed: every repeat starts from the same session

@@ -10,6 +10,7 @@ import pytest
 from convmem import AsyncMemory, Memory
 from convmem.errors import SessionNotFoundError
 from convmem.stores import AsyncSQLiteStore, SQLiteStore, aopen_store, open_store
+from convmem.stores.base import AppendRequest
 
 from .stores._servers import PG_URL, REDIS_URL, drop_schemas
 
@@ -72,7 +73,7 @@ async def test_async_memory_takes_a_url_in_both_constructors(tmp_path: Path) -> 
 async def test_aopen_store_opens_every_embedded_backend(tmp_path: Path) -> None:
     for spec in ("memory", _sqlite_url(tmp_path), f"files://{tmp_path / 'files'}"):
         store = await aopen_store(spec)
-        await store.append("s", [], user_id=None)
+        await store.append(AppendRequest("s", [], user_id=None))
         await store.aclose()
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from convmem.errors import StoreError
 from convmem.messages import Message, ToolCall
+from convmem.stores.base import AppendRequest
 
 
 def batch(rng: random.Random, prefix: str, size: int) -> list[tuple[Message, int]]:
@@ -44,7 +45,7 @@ def writer(store: Any, tag: str, count: int, sessions: int, lock: threading.Lock
         session = f"s{rng.randrange(sessions)}"
         ids = ",".join(m.id or "" for m, _ in messages)
         try:
-            seqs = store.append(session, messages, user_id="u", model="gpt-4o")
+            seqs = store.append(AppendRequest(session, messages, user_id="u", model="gpt-4o"))
         except StoreError as exc:
             line = f"err {session} {ids} {' '.join(str(exc).split())}"
         else:

@@ -12,6 +12,7 @@ import sys
 
 from convmem.messages import Message
 from convmem.stores import FileStore, SQLiteStore
+from convmem.stores.base import AppendRequest
 
 
 def main() -> None:
@@ -21,7 +22,7 @@ def main() -> None:
     for n in range(int(count)):
         message_id = f"{tag}-{n}"
         message = Message(role="user", content=f"{message_id} {padding}", id=message_id)
-        [seq] = store.append(session, [(message, 1)], user_id="u")
+        [seq] = store.append(AppendRequest(session, [(message, 1)], user_id="u"))
         print(message_id, seq, flush=True)
     store.close()
 

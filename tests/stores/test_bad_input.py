@@ -9,6 +9,7 @@ import pytest
 
 from convmem import ConfigurationError, StoreError
 from convmem.stores import FileStore, MemoryStore, SQLiteStore, open_store
+from convmem.stores.base import AppendRequest
 from convmem.testing import numbered
 
 
@@ -58,7 +59,7 @@ def test_an_unopenable_database_path_is_named(tmp_path: Path) -> None:
 
 def test_a_corrupt_line_is_reported_with_file_and_line_and_kept(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
-    store.append("s", numbered(5), user_id="u")
+    store.append(AppendRequest("s", numbered(5), user_id="u"))
     path = FileStore(tmp_path).path_of("s", user_id="u") / "messages.jsonl"
     lines = path.read_bytes().split(b"\n")
     lines[2] = lines[2][:30] + b"#" + lines[2][31:]
@@ -73,19 +74,19 @@ def test_a_corrupt_line_is_reported_with_file_and_line_and_kept(tmp_path: Path) 
 
 def test_a_torn_last_line_is_cut_and_nothing_else(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
-    store.append("s", numbered(3), user_id="u")
+    store.append(AppendRequest("s", numbered(3), user_id="u"))
     path = FileStore(tmp_path).path_of("s", user_id="u") / "messages.jsonl"
     whole = path.read_bytes()
     path.write_bytes(whole + b'{"seq":3,"tokens":5,"message":{"role":"us')  # a crash mid-write
     assert [r.seq for r in store.messages("s", user_id="u")] == [0, 1, 2]  # readers skip it
     assert [r.seq for r in FileStore(tmp_path).load("s", user_id="u").window] == [0, 1, 2]
     assert path.read_bytes() == whole  # repaired under the lock
-    assert store.append("s", numbered(1, start=3), user_id="u") == [3]
+    assert store.append(AppendRequest("s", numbered(1, start=3), user_id="u")) == [3]
 
 
 def test_a_corrupt_session_record_is_named(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
-    store.append("s", numbered(1), user_id="u")
+    store.append(AppendRequest("s", numbered(1), user_id="u"))
     (FileStore(tmp_path).path_of("s", user_id="u") / "session.json").write_text("{")
     with pytest.raises(StoreError, match=r"session\.json is corrupt"):
         store.get_session("s", user_id="u")

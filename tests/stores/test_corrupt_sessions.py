@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from convmem import ConflictError, Memory, Message, StoreError
-from convmem.stores._writes import scoped
+from convmem.stores._record import scoped
 
 from ._backends import backend
 from ._servers import PG_URL, REDIS_URL, prefix_for, schema_for

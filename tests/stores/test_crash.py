@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from convmem.stores import FileStore, SQLiteStore
-from convmem.stores.files._base import user_dir
+from convmem.stores.files._layout import user_dir
 
 pytestmark = pytest.mark.slow  # real processes, SIGKILL and server restarts: the full suite only
 

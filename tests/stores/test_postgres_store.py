@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from convmem.stores.base import AppendRequest
 from convmem.stores.postgres import AsyncPostgresStore, PostgresStore
 from convmem.testing import AsyncStoreConformance, StoreConformance
 
@@ -29,6 +31,13 @@ def _schema(location: Path) -> str:
 class TestPostgresStore(StoreConformance):
     def make_store(self, location: Path) -> PostgresStore:
         return PostgresStore(PG_URL, schema=_schema(location), max_size=4)
+
+    releases_connection = True
+
+    def per_kind(self, store: Any, kind: str) -> Any:
+        from convmem.stores.postgres.longterm import PostgresBlockStore, PostgresFactStore, PostgresRecallStore
+
+        return {"facts": PostgresFactStore, "blocks": PostgresBlockStore, "recall": PostgresRecallStore}[kind](store)
 
 
 class TestAsyncPostgresStore(AsyncStoreConformance):
@@ -89,7 +98,11 @@ def test_a_schema_of_global_session_ids_migrates_to_ids_scoped_by_user(tmp_path:
         assert [r.message.id for r in store.messages("plain")] == ["p0"]
         with pytest.raises(SessionNotFoundError):
             store.get_session("chat", user_id="bob")
-        assert store.append("chat", [(Message(role="user", content="mine", id="a0"), 2)], user_id="bob") == [0]
-        assert store.append("chat", [(Message(role="user", content="a3", id="a3"), 2)], user_id="alice") == [3]
+        assert store.append(
+            AppendRequest("chat", [(Message(role="user", content="mine", id="a0"), 2)], user_id="bob")
+        ) == [0]
+        assert store.append(
+            AppendRequest("chat", [(Message(role="user", content="a3", id="a3"), 2)], user_id="alice")
+        ) == [3]
     finally:
         store.close()

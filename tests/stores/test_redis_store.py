@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,6 +30,11 @@ def _prefix(location: Path) -> str:
 class TestRedisStore(StoreConformance):
     def make_store(self, location: Path) -> RedisStore:
         return RedisStore(REDIS_URL, prefix=_prefix(location))
+
+    def per_kind(self, store: Any, kind: str) -> Any:
+        from convmem.stores.redis.longterm import RedisBlockStore, RedisFactStore, RedisRecallStore
+
+        return {"facts": RedisFactStore, "blocks": RedisBlockStore, "recall": RedisRecallStore}[kind](store)
 
 
 class TestAsyncRedisStore(AsyncStoreConformance):

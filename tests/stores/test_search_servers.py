@@ -43,12 +43,12 @@ class Server:
 
     def open(self) -> Any:
         if self.kind == "pgvector":
-            pg = PostgresStore(self.url, schema=schema_for(self.where))
-            store: Any = PostgresRecallStore(pg)
+            session_store: Any = PostgresStore(self.url, schema=schema_for(self.where))
+            store: Any = PostgresRecallStore(session_store)
         else:
-            rd = RedisStore(self.url, prefix=prefix_for(self.where))
-            store = RedisRecallStore(rd)
-        self.opened += [store, store.store]
+            session_store = RedisStore(self.url, prefix=prefix_for(self.where))
+            store = RedisRecallStore(session_store)
+        self.opened += [store, session_store]
         return store
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ import convmem.stores
 from convmem import ConfigurationError, StoreError
 from convmem.errors import SessionNotFoundError
 from convmem.stores import open_store
+from convmem.stores.base import AppendRequest
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.postgres._sql import MIGRATIONS
 from convmem.stores.redis import RedisStore
@@ -87,7 +88,8 @@ def test_urls_come_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setenv("CONVMEM_POSTGRES_URL", PG_URL)
     monkeypatch.setenv("CONVMEM_REDIS_URL", REDIS_URL)
     pg, rd = PostgresStore(schema=schema), RedisStore(prefix=prefix_for(tmp_path))
-    assert pg.append("s", numbered(1), user_id="u") == rd.append("s", numbered(1), user_id="u") == [0]
+    batch = AppendRequest("s", numbered(1), user_id="u")
+    assert pg.append(batch) == rd.append(batch) == [0]
     pg.close()
     rd.close()
     drop_prefixes({prefix_for(tmp_path)})
@@ -199,7 +201,7 @@ def test_an_id_prefix_is_taken_literally(backend: str, tmp_path: Path, schema: s
     )
     try:
         for session_id in ("a_b", "axb", "c%d", "cxd", "e\\f", "[g", "(h"):
-            store.append(session_id, numbered(1, prefix=session_id), user_id="u")
+            store.append(AppendRequest(session_id, numbered(1, prefix=session_id), user_id="u"))
         for prefix, expected in (("a_", "a_b"), ("c%", "c%d"), ("e\\", "e\\f"), ("[", "[g"), ("(", "(h")):
             assert store.get_session(prefix, user_id="u").id == expected
         with pytest.raises(SessionNotFoundError):

@@ -35,6 +35,7 @@ import pytest
 from convmem import Memory
 from convmem.errors import ConflictError, StoreError
 from convmem.session import SessionState
+from convmem.stores.base import AppendRequest
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.postgres import _ops as pg_ops
 from convmem.stores.redis import RedisStore
@@ -200,14 +201,14 @@ def test_a_redis_without_persistence_fails_clearly_while_down_and_works_after_a_
 ) -> None:
     store = RedisStore(redis_server.url, prefix="t:", retry_for=0.3)
     try:
-        assert store.append("s", numbered(2), user_id="u") == [0, 1]
+        assert store.append(AppendRequest("s", numbered(2), user_id="u")) == [0, 1]
         redis_server.kill()
         with pytest.raises(StoreError, match=rf"Redis 127\.0\.0\.1:{redis_server.port}/0: append to session 's'"):
-            store.append("s", numbered(1, start=2), user_id="u")
+            store.append(AppendRequest("s", numbered(1, start=2), user_id="u"))
         redis_server.start()
         # '--save "" --appendonly no' keeps nothing: the restarted server is empty, and the scripts are
         # loaded again on first use (NOSCRIPT), so the session starts over.
-        assert store.append("s", numbered(1, start=2), user_id="u") == [0]
+        assert store.append(AppendRequest("s", numbered(1, start=2), user_id="u")) == [0]
     finally:
         store.close()
 
@@ -259,13 +260,15 @@ def test_a_retried_write_recognises_its_own_committed_attempt(backend: str, tmp_
         return first
 
     try:
-        store.append("s", numbered(2), user_id="u")
-        assert twice(flows.append(*args, "s", numbered(3, start=2), "u", None)) == [2, 3, 4]
+        store.append(AppendRequest("s", numbered(2), user_id="u"))
+        assert twice(flows.append(*args, AppendRequest("s", numbered(3, start=2), user_id="u"), None)) == [2, 3, 4]
         assert [r.seq for r in store.messages("s", user_id="u")] == [0, 1, 2, 3, 4]
-        assert store.append("s", numbered(1, start=4), user_id="u") == [4]  # any caller's retry stores nothing
+        assert store.append(AppendRequest("s", numbered(1, start=4), user_id="u")) == [
+            4
+        ]  # any caller's retry stores nothing
         other = [(dataclasses.replace(numbered(1, start=4)[0][0], content="other"), 5)]
         with pytest.raises(ConflictError, match="m4"):  # other content under a stored id is refused
-            store.append("s", other, user_id="u")
+            store.append(AppendRequest("s", other, user_id="u"))
         saved = twice(flows.save_state(*args, "s", SessionState(window_start=3), 0, "u"))
         assert store.load("s", user_id="u").state == saved
         with pytest.raises(ConflictError):  # and a real conflict is still one

@@ -123,5 +123,5 @@ def test_postgres_keeps_each_users_document_count_exact_through_repeats_and_conc
         assert stores[1].count_docs("alice") == 120
     finally:
         for store in stores:
-            store.store.close()
+            store.close()
         drop_schemas({schema})

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from convmem.errors import SessionNotFoundError
 from convmem.messages import Message
 from convmem.stores import AsyncSQLiteStore, SQLiteStore
+from convmem.stores.base import AppendRequest
 from convmem.stores.sqlite._sql import MIGRATIONS
 from convmem.testing import AsyncStoreConformance, StoreConformance
 
@@ -17,6 +19,13 @@ from convmem.testing import AsyncStoreConformance, StoreConformance
 class TestSQLiteStore(StoreConformance):
     def make_store(self, location: Path) -> SQLiteStore:
         return SQLiteStore(location / "convmem.db")
+
+    releases_connection = True
+
+    def per_kind(self, store: Any, kind: str) -> Any:
+        from convmem.stores.sqlite.longterm import SQLiteBlockStore, SQLiteFactStore, SQLiteRecallStore
+
+        return {"facts": SQLiteFactStore, "blocks": SQLiteBlockStore, "recall": SQLiteRecallStore}[kind](store)
 
 
 class TestAsyncSQLiteStore(AsyncStoreConformance):
@@ -88,8 +97,12 @@ def test_a_database_of_global_session_ids_migrates_to_ids_scoped_by_user(tmp_pat
         with pytest.raises(SessionNotFoundError):
             store.get_session("chat", user_id="bob")
         # Bob's own "chat", with alice's message ids: no clash, no error.
-        assert store.append("chat", [(Message(role="user", content="mine", id="a0"), 2)], user_id="bob") == [0]
-        assert store.append("chat", [(Message(role="user", content="a3", id="a3"), 2)], user_id="alice") == [3]
+        assert store.append(
+            AppendRequest("chat", [(Message(role="user", content="mine", id="a0"), 2)], user_id="bob")
+        ) == [0]
+        assert store.append(
+            AppendRequest("chat", [(Message(role="user", content="a3", id="a3"), 2)], user_id="alice")
+        ) == [3]
     finally:
         store.close()
     with sqlite3.connect(path) as check:

@@ -33,7 +33,7 @@ from ..policy.context import Context
 from ..policy.strategies import AsyncSummarizer, Strategy, Summarizer
 from ..session import LoadedSession
 from ..stores._writes import lost
-from ..stores.base import AsyncStore, Store
+from ..stores.base import AppendRequest, AsyncStore, Store
 from ..tokens import TokenCounter
 from ..usage import Stats
 from ._core import MemoryCore
@@ -244,13 +244,15 @@ def store_call(
     """
     if isinstance(effect, Append):
         return store.append(
-            session_id,
-            effect.messages,
-            user_id=user_id,
-            model=model,
-            expected_seq=effect.expected_seq,
-            expected_version=effect.expected_version,
-            state=effect.state,
+            AppendRequest(
+                session_id,
+                effect.messages,
+                user_id=user_id,
+                model=model,
+                expected_seq=effect.expected_seq,
+                expected_version=effect.expected_version,
+                state=effect.state,
+            )
         )
     if isinstance(effect, SaveState):
         return store.save_state(session_id, effect.state, expected_version=effect.state.version, user_id=user_id)

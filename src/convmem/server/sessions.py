@@ -27,7 +27,7 @@ from ..memory.options import initial_state
 from ..messages import Message, StoredMessage
 from ..policy.context import Context
 from ..session import MessageStatus, SessionInfo, status_of
-from ..stores._common import export_header
+from ..stores._export import export_header
 from ..stores.codec import decode_message
 from .backends import Backend, RecallSink
 from .problems import ServiceError

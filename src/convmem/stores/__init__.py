@@ -4,8 +4,10 @@ The contract is in :mod:`convmem.stores.base`; the conformance suite every
 backend passes is :mod:`convmem.testing`. Each backend is one subpackage
 (``sqlite/``, ``files/``, ``postgres/``, ``redis/``) holding its store, its
 long-term stores and its private SQL or Lua; what they all share stays here:
-the contract (``base``), the codec (``codec``), the pure helpers (``_common``,
-``_longterm_codec``) and the thread wrapper of the async twins (``_async``).
+the contract (``base``), the write rules every backend calls (``_writes``),
+the decoded session record (``_record``), the export format (``_export``), the
+codecs (``codec``, ``_longterm_codec``), the thread wrapper of the async twins
+(``_async``) and the server stores over an operation table (``_server``).
 Built-in backends:
 
 ==================  ===============================================================

@@ -1,6 +1,7 @@
 """The async twins of the built-in stores: one wrapper that offloads the sync store's calls.
 
-The sync stores hold all the logic (and the SQLite twins share their SQL by
+The sync stores hold all the logic, long-term memory included (``facts()``,
+``blocks()``, ``recall()`` give the sync store's) (and the SQLite twins share their SQL by
 sharing the store itself), so the async side cannot drift from it. Each call
 runs in a worker thread, so a slow disk never blocks the event loop; the in-memory
 store opts out of the thread hop because it never blocks.
@@ -16,17 +17,28 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
-from ..messages import Message, StoredMessage
+from ..messages import StoredMessage
 from ..session import LoadedSession, SessionInfo, SessionState
-from .base import SessionStore
+from .base import AppendRequest, LongTermStores, SessionStore
+
+if TYPE_CHECKING:
+    from ..longterm.blocks.store import BlockStore
+    from ..longterm.facts.model import AsyncFactStore
+    from ..longterm.recall.store import RecallStore
 
 __all__ = ["AsyncStoreWrapper"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
-S = TypeVar("S", bound=SessionStore)
+
+
+class _Wrapped(SessionStore, LongTermStores, Protocol):
+    """What the async twins wrap: a built-in sync store, with its long-term memory."""
+
+
+S = TypeVar("S", bound=_Wrapped)
 
 
 class AsyncStoreWrapper(Generic[S]):
@@ -42,27 +54,8 @@ class AsyncStoreWrapper(Generic[S]):
             return await asyncio.to_thread(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
-    async def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-        expected_seq: int | None = None,
-        expected_version: int | None = None,
-        state: SessionState | None = None,
-    ) -> list[int]:
-        return await self._run(
-            self.sync.append,
-            session_id,
-            messages,
-            user_id=user_id,
-            model=model,
-            expected_seq=expected_seq,
-            expected_version=expected_version,
-            state=state,
-        )
+    async def append(self, request: AppendRequest) -> list[int]:
+        return await self._run(self.sync.append, request)
 
     async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
         return await self._run(self.sync.load, session_id, user_id=user_id, unfolded_limit=unfolded_limit)
@@ -117,6 +110,21 @@ class AsyncStoreWrapper(Generic[S]):
 
     async def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
         return await self._run(self.sync.import_jsonl, data, user_id=user_id)
+
+    # -- long-term memory: the sync store's, over the same database ------------------------
+    def facts(self) -> AsyncFactStore:
+        """The sync store's facts, each call run like the store's own (in a worker thread unless it never blocks)."""
+        from ..longterm.facts.store import AsyncFactStoreWrapper
+
+        return AsyncFactStoreWrapper(self.sync.facts(), offload=self.offload)
+
+    def blocks(self) -> BlockStore:
+        """The sync store's working blocks (blocks have a sync contract only: see :mod:`convmem.stores.base`)."""
+        return self.sync.blocks()
+
+    def recall(self) -> RecallStore:
+        """The sync store's recall documents (recall has a sync contract only: see :mod:`convmem.stores.base`)."""
+        return self.sync.recall()
 
     async def aclose(self) -> None:
         await self._run(self.sync.close)

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
-from ..messages import Message, StoredMessage
+from ..messages import StoredMessage
 from ..session import LoadedSession, SessionInfo, SessionState
-from ._common import Segment, check_batch
+from ._record import Segment
+from ._writes import written_state
+from .base import AppendRequest
 
 __all__ = ["AsyncServerStore", "Operations", "ServerStore"]
 
@@ -27,7 +29,10 @@ OpFactory = Callable[..., Any]
 
 @dataclass(frozen=True, slots=True)
 class Operations:
-    """One backend's operations: each factory takes the method's arguments in order and returns an op."""
+    """One backend's operations: each factory takes the method's arguments in order and returns an op.
+
+    ``append`` takes the request and the state as it will be stored (:func:`~convmem.stores._writes.written_state`).
+    """
 
     append: OpFactory
     load: OpFactory
@@ -65,22 +70,11 @@ class ServerStore:
     db: _SyncDriver
     rows_read: int  # rows returned by load(); lets the conformance suite see load skip the archive
 
-    def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-        expected_seq: int | None = None,
-        expected_version: int | None = None,
-        state: SessionState | None = None,
-    ) -> list[int]:
-        check_batch(messages)
-        if not messages:
+    def append(self, request: AppendRequest) -> list[int]:
+        saved = written_state(request)
+        if not request.messages:
             return []  # a session is created by its first message, not by an empty batch
-        op = self.ops.append(session_id, messages, user_id, model, expected_seq, expected_version, state)
-        seqs: list[int] = self.db.run(op)
+        seqs: list[int] = self.db.run(self.ops.append(request, saved))
         return seqs
 
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
@@ -163,22 +157,11 @@ class AsyncServerStore:
     db: _AsyncDriver
     rows_read: int
 
-    async def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-        expected_seq: int | None = None,
-        expected_version: int | None = None,
-        state: SessionState | None = None,
-    ) -> list[int]:
-        check_batch(messages)
-        if not messages:
+    async def append(self, request: AppendRequest) -> list[int]:
+        saved = written_state(request)
+        if not request.messages:
             return []
-        op = self.ops.append(session_id, messages, user_id, model, expected_seq, expected_version, state)
-        seqs: list[int] = await self.db.run(op)
+        seqs: list[int] = await self.db.run(self.ops.append(request, saved))
         return seqs
 
     async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:

@@ -1,63 +1,130 @@
-"""The write rules every built-in store applies the same way: scoped session keys, expectations, retries.
+"""The rules of every built-in store, in one place: the pure decisions of append, save, fork, delete, import.
 
-Pure functions, no I/O, so the five backends (and their async twins) cannot
-disagree on what a stale writer, a lost session or a retried batch is (see
-the module docstring of :mod:`convmem.stores.base`)::
+No I/O, so the five backends (and their async twins) cannot disagree on what
+a stale writer, a lost session, a retried batch, a valid fork or a taken id
+is (see the module docstring of :mod:`convmem.stores.base`). A backend reads
+what a decision needs, calls the rule, and writes what it decides::
 
-    append(session, batch, expected_seq, expected_version, state)
-        the session is gone but the writer expected messages -> SessionLostError
-        next seq / state version differ from the expected     -> StaleSessionError
-        every id of the batch stored with the same content    -> their seqs, nothing written
-        an id stored with other content, or stored + new ids  -> ConflictError naming the id
-        otherwise                                             -> the batch (and the state) written at once
+    append(request)       check_batch: ids unique, token counts non-negative; an empty batch writes nothing
+                          written_state: the state as stored (version expected_version + 1)
+        admit(view)       the session is gone but the writer expected messages -> SessionLostError
+                          next seq / state version differ from the expected     -> StaleSessionError
+                          the session is hidden (deleted, its forks live)        -> SessionNotFoundError
+        replayed(stored)  every id of the batch stored with the same content    -> their seqs, nothing written
+                          an id stored with other content, or stored + new ids  -> ConflictError naming the id
+                          otherwise                                             -> the batch (and state) written
+    save_state            saved_state, then check_expected against the stored version
+    fork(at_seq)          check_fork (at_seq within the history), fork_home (where the shared rows live),
+                          fork_record (the new session: its counters, its state by fork_state)
+    delete_messages       check_expected (expected_seq), check_deletable (only rows no fork shares)
+    import_jsonl          taken: the user's own session of that id already exists
 
-Session ids are scoped by user: a store that keeps every user's sessions in
-one namespace (a table, a key space) keys them by :func:`scoped`, which is
-injective and keeps prefixes, so a prefix lookup is a prefix match on the key.
+How a session is keyed (its id scoped by user) and where its rows live
+across its fork chain are in :mod:`convmem.stores._record`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
 
-from ..errors import ConflictError, SessionLostError, StaleSessionError
+from ..errors import (
+    AmbiguousSessionError,
+    ConflictError,
+    InvalidMessageError,
+    SessionLostError,
+    SessionNotFoundError,
+    StaleSessionError,
+    StoreError,
+)
 from ..messages import Message, StoredMessage, same_message
 from ..session import SessionState
-from ._common import json_object
+from ._record import SessionRecord
+from .base import AppendRequest
 
 __all__ = [
+    "admit",
+    "check_batch",
+    "check_deletable",
     "check_expected",
+    "check_fork",
+    "fork_home",
+    "fork_record",
+    "fork_state",
+    "hidden",
+    "json_object",
     "lost",
+    "new_session_id",
+    "now",
+    "pick",
     "replayed",
-    "scoped",
-    "state_for_write",
-    "unscoped",
-    "user_prefix",
+    "saved_state",
+    "taken",
+    "unfolded_span",
+    "written_state",
 ]
 
 
-def user_prefix(user_id: str | None) -> str:
-    """The part of a scoped key that names the user: ``-:`` for no user, else ``<length>=<user id>:``."""
-    return "-:" if user_id is None else f"{len(user_id)}={user_id}:"
+def now() -> datetime:
+    return datetime.now(timezone.utc)
 
 
-def scoped(user_id: str | None, session_id: str) -> str:
-    """The store-wide key of ``user_id``'s session ``session_id``.
-
-    Injective (the user id's length comes first, so no user id or session id
-    can be mistaken for the other), and ``scoped(u, p)`` is a prefix of
-    ``scoped(u, i)`` exactly when ``p`` is a prefix of ``i``.
-    """
-    return user_prefix(user_id) + session_id
+def new_session_id() -> str:
+    return uuid.uuid4().hex
 
 
-def unscoped(key: str) -> str:
-    """The session id inside a key made by :func:`scoped`."""
-    if key.startswith("-:"):
-        return key[2:]
-    length, _, rest = key.partition("=")
-    return rest[int(length) + 1 :]
+def pick(prefix: str, matches: Iterable[str]) -> str:
+    """The one session id among ``matches`` (ids starting with ``prefix``, exact match first)."""
+    found = sorted(set(matches))
+    if prefix in found:
+        return prefix
+    if len(found) == 1 and prefix:
+        return found[0]
+    if len(found) > 1 and prefix:
+        raise AmbiguousSessionError(prefix, found)
+    raise SessionNotFoundError(prefix)
+
+
+# -- append ------------------------------------------------------------------------------------
+def check_batch(messages: Sequence[tuple[Message, int]]) -> None:
+    """Every message carries a unique id and a non-negative token count."""
+    seen: set[str] = set()
+    for index, (message, tokens) in enumerate(messages):
+        if message.id is None:
+            raise InvalidMessageError("a stored message needs an id", field="id", index=index)
+        if message.id in seen:
+            raise InvalidMessageError(f"duplicate message id {message.id!r}", field="id", index=index)
+        seen.add(message.id)
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise InvalidMessageError(f"token count must be a non-negative integer, got {tokens!r}", index=index)
+
+
+def json_object(value: Mapping[str, Any], what: str = "session metadata") -> dict[str, Any]:
+    """A detached JSON copy of ``value``, as every backend will read it back."""
+    try:
+        copy: dict[str, Any] = json.loads(json.dumps(dict(value), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{what} must be a JSON object: {exc}") from None
+    return copy
+
+
+def saved_state(state: SessionState, expected_version: int) -> SessionState:
+    """``state`` as a save over version ``expected_version`` stores it: stats as JSON, the next version."""
+    return replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)
+
+
+def written_state(request: AppendRequest) -> SessionState | None:
+    """The batch checked, and the request's state as the append stores it; None when it saves no state."""
+    check_batch(request.messages)
+    if request.state is None:
+        return None
+    if request.expected_version is None:
+        raise ValueError("an append that saves a state needs expected_version")
+    return saved_state(request.state, request.expected_version)
 
 
 def lost(session_id: str, expected_seq: int) -> SessionLostError:
@@ -89,6 +156,23 @@ def check_expected(
         )
 
 
+def hidden(session_id: str) -> SessionNotFoundError:
+    """A deleted session that forks still read: not found, yet its id stays taken (nothing is re-created)."""
+    return SessionNotFoundError(session_id)
+
+
+def admit(request: AppendRequest, found: tuple[int, int] | None, *, deleted: bool = False) -> None:
+    """Raise unless the request's writer may append to the session as stored.
+
+    ``found`` is the session's view (:meth:`SessionRecord.view`: next seq, state version), None when it
+    does not exist or is ``deleted`` (hidden while its forks live).
+    """
+    if found is None or found != (request.expected_seq, request.expected_version):  # the common case: one compare
+        check_expected(request.session_id, found, request.expected_seq, request.expected_version)
+    if deleted:
+        raise hidden(request.session_id)
+
+
 def replayed(
     session_id: str, batch: Sequence[tuple[Message, int]], stored: Mapping[str, StoredMessage]
 ) -> list[int] | None:
@@ -117,10 +201,121 @@ def replayed(
     return [stored[m.id or ""].seq for m, _ in batch]
 
 
-def state_for_write(state: SessionState | None, expected_version: int | None) -> SessionState | None:
-    """``state`` as it will be stored (version ``expected_version + 1``); None when the append saves no state."""
-    if state is None:
-        return None
-    if expected_version is None:
-        raise ValueError("an append that saves a state needs expected_version")
-    return replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)
+def unfolded_span(state: SessionState, unfolded_limit: int) -> tuple[int, int] | None:
+    """The seqs that opening a session reads its unfolded tail from (archived, not yet summarized), or None."""
+    if unfolded_limit and state.window_start > state.folded_to + 1:
+        return state.folded_to + 1, state.window_start - 1
+    return None
+
+
+# -- forks -------------------------------------------------------------------------------------
+def check_fork(session_id: str, next_seq: int, at_seq: int) -> None:
+    """A fork branches at a seq the session has (``next_seq``: the session's next seq)."""
+    if not 0 <= at_seq < next_seq:
+        raise StoreError(f"cannot fork session {session_id!r} at seq {at_seq}: its seqs run from 0 to {next_seq - 1}")
+
+
+def fork_home(chain: Sequence[tuple[str, int | None]], at_seq: int) -> int:
+    """Which session of ``chain`` (the source and its ancestors, nearest first) a fork at ``at_seq`` hangs from.
+
+    The one where the shared history really lives: a fork of a fork at a seq
+    the parent shares from its own parent branches from that ancestor.
+    """
+    home = 0
+    while home + 1 < len(chain) and chain[home][1] is not None and at_seq <= (chain[home][1] or 0):
+        home += 1
+    return home
+
+
+def fork_record(
+    source: SessionRecord,
+    at_seq: int,
+    *,
+    key: str,
+    session_id: str,
+    parent: tuple[str, str],
+    shared: tuple[int, int],
+    when: datetime | str,
+) -> SessionRecord:
+    """The session a fork of ``source`` at ``at_seq`` starts as.
+
+    ``parent`` is the (key, id) of the session it hangs from (:func:`fork_home`), ``shared``
+    the (count, tokens) of the history up to ``at_seq`` it reads from there; its title, model
+    and metadata are the source's, its state :func:`fork_state`'s.
+    """
+    count, tokens = shared
+    return SessionRecord(
+        source.backend,
+        key,
+        session_id,
+        source.user_id,
+        source.title,
+        source.model,
+        source.metadata,
+        when,
+        when,
+        fork_state(source.state(), at_seq, messages=count),
+        next_seq=at_seq + 1,
+        parent_key=parent[0],
+        parent_id=parent[1],
+        fork_seq=at_seq,
+        base_count=count,
+        base_tokens=tokens,
+    )
+
+
+_EVICTION_COUNTERS = ("evicted_messages", "evicted_tokens", "summarized_messages", "summarized_tokens")
+
+
+def fork_state(state: SessionState, at_seq: int, *, messages: int) -> SessionState:
+    """The state a fork at ``at_seq`` starts with (version 0).
+
+    If the window still started at or before the fork point, the fork keeps
+    the parent's window start, summary and stats. Otherwise the window had
+    moved past the fork point and what it held then is unknown: the fork keeps
+    the summary only if it ends before the fork point, and everything after it
+    up to ``at_seq`` becomes the window, which the memory's strategy trims on
+    its next turn. The memory's own counters (message count, last seq and, in
+    the second case, the eviction counters) are rebased so the fork's stats
+    describe the fork.
+    """
+    stats: dict[str, Any] = dict(state.stats)
+    if "messages" in stats:
+        stats["messages"] = messages
+    if "last_seq" in stats:
+        stats["last_seq"] = at_seq
+    pinned_start = min(state.pinned_start, at_seq + 1)
+    if state.window_start <= at_seq + 1:
+        return SessionState(state.window_start, state.folded_to, pinned_start, state.summary, stats)
+    summary = state.summary if state.summary is not None and state.folded_to <= at_seq else None
+    for key in _EVICTION_COUNTERS:
+        if key in stats:
+            stats[key] = 0
+    if summary is not None:
+        folded_to = state.folded_to
+        for kind in ("messages", "tokens"):
+            if f"summarized_{kind}" in state.stats:
+                stats[f"summarized_{kind}"] = stats[f"evicted_{kind}"] = state.stats[f"summarized_{kind}"]
+    else:
+        folded_to = -1
+        if "first_evicted" in stats:
+            stats["first_evicted"] = None
+    return SessionState(folded_to + 1, folded_to, pinned_start, summary, stats)
+
+
+# -- delete, import ----------------------------------------------------------------------------
+def check_deletable(session_id: str, doomed: set[int], fork_seq: int | None, forks: list[tuple[str, int]]) -> None:
+    """Only a session's own rows can be deleted, and only those no fork shares."""
+    if fork_seq is not None and doomed and min(doomed) <= fork_seq:
+        raise StoreError(
+            f"session {session_id!r} shares seqs up to {fork_seq} with the session it was forked "
+            "from; they cannot be deleted here"
+        )
+    for child, at in forks:
+        if doomed and min(doomed) <= at:
+            raise StoreError(f"fork {child!r} shares seqs up to {at} of session {session_id!r}; they cannot be deleted")
+
+
+def taken(session_id: str) -> StoreError:
+    """An import whose session id the user already has: nothing is imported."""
+    return StoreError(f"import: session id {session_id!r} is taken; nothing was imported")

@@ -33,9 +33,10 @@ the exact id because it creates the session on its first message.
 
 Writes are atomic and idempotent, and many writers can share a session:
 
-* ``append`` takes the writer's view of the session, ``expected_seq`` (its
-  next seq) and ``expected_version`` (its state version), and optionally the
-  ``state`` the batch implies. Messages and state are written together or not
+* ``append`` takes one :class:`AppendRequest`: the batch, and the writer's
+  view of the session, ``expected_seq`` (its next seq) and
+  ``expected_version`` (its state version), and optionally the ``state`` the
+  batch implies. Messages and state are written together or not
   at all. If the view is out of date, :class:`~convmem.errors.StaleSessionError`
   says so and nothing is written: the writer catches up and decides again, so
   nothing lands between an assistant's tool call and its results.
@@ -46,6 +47,17 @@ Writes are atomic and idempotent, and many writers can share a session:
 * An append that expects messages (``expected_seq > 0``) to a session that no
   longer exists raises :class:`~convmem.errors.SessionLostError`; the session
   is never re-created silently (a Redis restarted without persistence).
+
+Every built-in store also keeps long-term memory in the same place
+(:class:`LongTermStores`): ``store.facts()``, ``store.blocks()`` and
+``store.recall()`` give the fact, block and recall stores over the store's own
+database, connection, schema or prefix, the same data the per-kind classes
+(``SQLiteFactStore(store)``...) see, and they close with it. An async store
+gives the async fact store :class:`~convmem.longterm.facts.AsyncFacts` needs
+(:class:`AsyncLongTermStores`); blocks and recall have sync contracts only
+(the memory renders blocks and searches recall inside the sync ``context()``),
+so the async twins that wrap a sync store give that store's, and the async
+PostgreSQL and Redis stores none: open the sync store of the same URL for them.
 
 Forks share history instead of copying it. A fork records its parent and the
 seq it branched at; reading it reads the parent's rows up to that seq, then
@@ -63,31 +75,59 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..messages import Message, StoredMessage
 from ..session import LoadedSession, SessionInfo, SessionState
 
-__all__ = ["AsyncSessionStore", "AsyncStore", "SessionStore", "Store"]
+if TYPE_CHECKING:
+    from ..longterm.blocks.store import BlockStore
+    from ..longterm.facts.model import AsyncFactStore, FactStore
+    from ..longterm.recall.store import RecallStore
+
+__all__ = [
+    "AppendRequest",
+    "AsyncLongTermStores",
+    "AsyncSessionStore",
+    "AsyncStore",
+    "LongTermStores",
+    "SessionStore",
+    "Store",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """One ``append``: a batch of messages for a session, under the writer's view of it.
+
+    Attributes:
+        session_id: the exact session id (``append`` creates the session on its first message).
+        messages: the batch, each message with its token count; every message needs a unique id.
+        user_id: the user whose session it is (session ids are scoped by user).
+        model: recorded on the session when this append creates it.
+        expected_seq: the writer's next seq; None appends wherever the session is.
+        expected_version: the writer's state version; None does not check it.
+        state: the state the batch implies, saved with it (needs ``expected_version``; stored as
+            version ``expected_version + 1``); None leaves the stored state as it is.
+    """
+
+    session_id: str
+    messages: Sequence[tuple[Message, int]]
+    user_id: str | None = None
+    model: str | None = None
+    expected_seq: int | None = None
+    expected_version: int | None = None
+    state: SessionState | None = None
 
 
 @runtime_checkable
 class Store(Protocol):
     """A synchronous store: what ``Memory`` needs. Every method is scoped by ``user_id``."""
 
-    def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-        expected_seq: int | None = None,
-        expected_version: int | None = None,
-        state: SessionState | None = None,
-    ) -> list[int]:
-        """Append messages (with their token counts), and ``state`` if given, in one write; returns their seqs.
+    def append(self, request: AppendRequest) -> list[int]:
+        """Append the request's messages, and its ``state`` if given, in one write; returns their seqs.
 
         Creates the session on its first message. Checks, in this order, before
         writing anything: the session exists if ``expected_seq`` > 0
@@ -177,17 +217,7 @@ class SessionStore(Store, Protocol):
 class AsyncStore(Protocol):
     """The async twin of :class:`Store`: the same methods, awaited; ``aclose`` closes."""
 
-    async def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-        expected_seq: int | None = None,
-        expected_version: int | None = None,
-        state: SessionState | None = None,
-    ) -> list[int]: ...
+    async def append(self, request: AppendRequest) -> list[int]: ...
 
     async def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession: ...
 
@@ -232,3 +262,29 @@ class AsyncSessionStore(AsyncStore, Protocol):
     async def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes: ...
 
     async def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo: ...
+
+
+@runtime_checkable
+class LongTermStores(Protocol):
+    """A store that keeps long-term memory beside the sessions (all built-in backends)."""
+
+    def facts(self) -> FactStore:
+        """The fact store over this store's database; it closes with the store."""
+        ...
+
+    def blocks(self) -> BlockStore:
+        """The working-block store over this store's database; it closes with the store."""
+        ...
+
+    def recall(self) -> RecallStore:
+        """The recall document store over this store's database (needs the ``recall`` extra)."""
+        ...
+
+
+@runtime_checkable
+class AsyncLongTermStores(Protocol):
+    """An async store that keeps facts beside the sessions (all built-in async backends)."""
+
+    def facts(self) -> AsyncFactStore:
+        """The async fact store over this store's database; it closes with the store."""
+        ...

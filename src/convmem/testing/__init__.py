@@ -24,6 +24,7 @@ import pytest
 pytest.register_assert_rewrite(
     "convmem.testing.conformance",
     "convmem.testing.conformance_async",
+    "convmem.testing._longterm_tests",
     "convmem.testing._session_tests",
     "convmem.testing._write_tests",
 )

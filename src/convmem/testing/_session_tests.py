@@ -20,7 +20,7 @@ from ..errors import (
     StoreError,
 )
 from ..session import SessionState, SummaryRecord
-from ..stores.base import SessionStore
+from ..stores.base import AppendRequest, SessionStore
 from ._data import numbered, rich_messages
 
 __all__ = ["SessionTests"]
@@ -42,8 +42,8 @@ class SessionTests:
     def test_sessions_are_listed_most_recent_first_with_counts(self, store: Any) -> None:
         store = self.sessions(store)
         for session_id in ("a", "b", "c"):
-            store.append(session_id, numbered(2, prefix=session_id), user_id="u")
-        store.append("a", numbered(1, start=2, prefix="a"), user_id="u")
+            store.append(AppendRequest(session_id, numbered(2, prefix=session_id), user_id="u"))
+        store.append(AppendRequest("a", numbered(1, start=2, prefix="a"), user_id="u"))
         listed = store.list_sessions(user_id="u")
         assert [i.id for i in listed] == ["a", "c", "b"]
         assert [i.message_count for i in listed] == [3, 2, 2]
@@ -59,13 +59,16 @@ class SessionTests:
     def test_delete_and_expire_remove_whole_sessions(self, store: Any) -> None:
         store = self.sessions(store)
         for session_id in ("old", "new"):
-            store.append(session_id, numbered(2, prefix=session_id), user_id="u")
-        store.append("other-user", numbered(1, prefix="o"), user_id="v")
+            store.append(AppendRequest(session_id, numbered(2, prefix=session_id), user_id="u"))
+        store.append(AppendRequest("other-user", numbered(1, prefix="o"), user_id="v"))
         assert store.expire(timedelta(days=1), user_id="u") == []
         store.delete_session("ne", user_id="u")
         with pytest.raises(SessionNotFoundError):
             store.get_session("new", user_id="u")
-        assert store.append("new", numbered(2, prefix="new"), user_id="u") == [0, 1]  # ids and id are free
+        assert store.append(AppendRequest("new", numbered(2, prefix="new"), user_id="u")) == [
+            0,
+            1,
+        ]  # ids and id are free
         assert store.expire(timedelta(0), user_id="u") == ["new", "old"]
         assert store.list_sessions(user_id="u") == []
         assert [i.id for i in store.list_sessions(user_id="v")] == ["other-user"]
@@ -73,20 +76,24 @@ class SessionTests:
     # -- forks -----------------------------------------------------------------------------
     def test_a_fork_shares_history_and_then_diverges(self, store: Any, tmp_path: Path) -> None:
         store = self.sessions(store)
-        store.append("root", [numbered(1, prefix="sys", role="system")[0], *numbered(9, start=1)], user_id="u")
+        store.append(
+            AppendRequest("root", [numbered(1, prefix="sys", role="system")[0], *numbered(9, start=1)], user_id="u")
+        )
         fork = store.fork("ro", 4, user_id="u")
         assert (fork.parent_id, fork.fork_seq, fork.message_count) == ("root", 4, 5)
         assert fork.tokens == sum(t for _, t in numbered(5))
-        assert store.append(fork.id, numbered(2, prefix="f"), user_id="u") == [5, 6]
-        assert store.append("root", numbered(1, start=10), user_id="u") == [10]
+        assert store.append(AppendRequest(fork.id, numbered(2, prefix="f"), user_id="u")) == [5, 6]
+        assert store.append(AppendRequest("root", numbered(1, start=10), user_id="u")) == [10]
         grand = store.fork(fork.id, 5, user_id="u")
         shallow = store.fork(fork.id, 2, user_id="u")
         store = self.reopen(store, tmp_path)
         for session_id, shared, seq in ((fork.id, "m3", 3), (grand.id, "f0", 5), (shallow.id, "m1", 1)):
             message, tokens = next(m for m in numbered(12) + numbered(2, prefix="f") if m[0].id == shared)
-            assert store.append(session_id, [(message, tokens)], user_id="u") == [seq]  # a retry: shared history
+            assert store.append(AppendRequest(session_id, [(message, tokens)], user_id="u")) == [
+                seq
+            ]  # a retry: shared history
             with pytest.raises(ConflictError, match=repr(shared)):
-                store.append(session_id, [(replace(message, content="changed"), tokens)], user_id="u")
+                store.append(AppendRequest(session_id, [(replace(message, content="changed"), tokens)], user_id="u"))
         root_rows = list(store.messages("root", user_id="u"))
         assert [r.message.id for r in store.messages(fork.id, user_id="u")] == [r.message.id for r in root_rows[:5]] + [
             "f0",
@@ -103,12 +110,14 @@ class SessionTests:
         with pytest.raises(StoreError):
             store.delete_messages(fork.id, [3], user_id="u")
         # Ids are unique per session: the fork may use an id its parent took after the fork point.
-        assert store.append(fork.id, numbered(1, start=10), user_id="u") == [7]
+        assert store.append(AppendRequest(fork.id, numbered(1, start=10), user_id="u")) == [7]
         assert [r.message.id for r in store.messages(fork.id, user_id="u", from_seq=5)] == ["f0", "f1", "m10"]
 
     def test_a_fork_loads_even_when_its_window_starts_in_the_parent(self, store: Any) -> None:
         store = self.sessions(store)
-        store.append("p", [numbered(1, prefix="sys", role="system")[0], *numbered(19, start=1)], user_id="u")
+        store.append(
+            AppendRequest("p", [numbered(1, prefix="sys", role="system")[0], *numbered(19, start=1)], user_id="u")
+        )
         summary = SummaryRecord("s", 1, 5, 3, datetime(2024, 1, 1, tzinfo=timezone.utc))
         stats = {"messages": 20, "last_seq": 19, "evicted_messages": 9, "summarized_messages": 5}
         store.save_state("p", SessionState(10, 5, 0, summary, stats), expected_version=0, user_id="u")
@@ -130,7 +139,7 @@ class SessionTests:
 
     def test_deleting_a_parent_keeps_what_its_forks_share(self, store: Any, tmp_path: Path) -> None:
         store = self.sessions(store)
-        store.append("p", numbered(10), user_id="u")
+        store.append(AppendRequest("p", numbered(10), user_id="u"))
         fork = store.fork("p", 5, user_id="u")
         expected = list(store.messages(fork.id, user_id="u"))
         store.delete_session("p", user_id="u")
@@ -140,15 +149,15 @@ class SessionTests:
         with pytest.raises(SessionNotFoundError):
             store.get_session("p", user_id="u")
         with pytest.raises(SessionNotFoundError):
-            store.append("p", numbered(1, prefix="z"), user_id="u")
+            store.append(AppendRequest("p", numbered(1, prefix="z"), user_id="u"))
         store.delete_session(fork.id, user_id="u")
         assert store.list_sessions(user_id="u") == []
-        assert store.append("p", numbered(3), user_id="u") == [0, 1, 2]  # everything is gone now
+        assert store.append(AppendRequest("p", numbered(3), user_id="u")) == [0, 1, 2]  # everything is gone now
 
     # -- export / import -------------------------------------------------------------------
     def test_export_import_export_is_byte_for_byte(self, store: Any, tmp_path: Path) -> None:
         store = self.sessions(store)
-        store.append("s", [*rich_messages(), *numbered(3)], user_id="u", model="gpt-4o")
+        store.append(AppendRequest("s", [*rich_messages(), *numbered(3)], user_id="u", model="gpt-4o"))
         store.update_session("s", user_id="u", title="Zürich ☀", metadata={"a": [1, {"b": None}]})
         summary = SummaryRecord("sum", 1, 2, 3, datetime(2024, 1, 1, tzinfo=timezone.utc))
         store.save_state("s", SessionState(3, 2, 0, summary, {"x": 1.5}), expected_version=0, user_id="u")
@@ -161,7 +170,7 @@ class SessionTests:
         assert (info.id, info.user_id, info.title, info.message_count) == ("s", "w", "Zürich ☀", 8)
         store = self.reopen(store, tmp_path)
         assert store.export_jsonl("s", user_id="w") == first
-        assert store.append("s", numbered(1, prefix="n"), user_id="w") == [9]
+        assert store.append(AppendRequest("s", numbered(1, prefix="n"), user_id="w")) == [9]
         fork = store.fork("s", 3, user_id="w")
         alone = store.export_jsonl(fork.id, user_id="w")
         store.delete_session("s", user_id="w")
@@ -171,7 +180,7 @@ class SessionTests:
 
     def test_a_malformed_import_names_the_line_and_imports_nothing(self, store: Any) -> None:
         store = self.sessions(store)
-        store.append("s", numbered(4), user_id="u")
+        store.append(AppendRequest("s", numbered(4), user_id="u"))
         good = store.export_jsonl("s", user_id="u")
         store.delete_session("s", user_id="u")
         lines = good.split(b"\n")

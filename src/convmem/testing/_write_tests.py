@@ -37,7 +37,7 @@ from ..messages import Message, ToolCall
 from ..policy.strategies import SlidingWindow
 from ..policy.units import group_units
 from ..session import SessionState
-from ..stores.base import SessionStore
+from ..stores.base import AppendRequest, SessionStore
 from ._data import EchoSummarizer, numbered
 
 __all__ = ["FailingSaves", "WriteTests", "turn"]
@@ -103,18 +103,24 @@ class WriteTests:
     # -- the store contract ------------------------------------------------------------------
     def test_an_append_checks_the_writers_view_and_saves_its_state_with_it(self, store: Any) -> None:
         first = SessionState(stats={"config": {"max_tokens": 500}})
-        assert store.append("s", numbered(2), user_id="u", expected_seq=0, expected_version=0, state=first) == [0, 1]
+        assert store.append(
+            AppendRequest("s", numbered(2), user_id="u", expected_seq=0, expected_version=0, state=first)
+        ) == [0, 1]
         loaded = store.load("s", user_id="u")
         assert (loaded.state, loaded.next_seq) == (replace(first, version=1), 2)
         for seq, version in ((0, 1), (2, 0), (3, 1)):
             with pytest.raises(StaleSessionError):
-                store.append("s", numbered(1, start=2), user_id="u", expected_seq=seq, expected_version=version)
+                store.append(
+                    AppendRequest("s", numbered(1, start=2), user_id="u", expected_seq=seq, expected_version=version)
+                )
         assert store.get_session("s", user_id="u").message_count == 2  # a stale writer wrote nothing
         second = SessionState(window_start=1, stats={"n": 2})
         assert store.append(
-            "s", numbered(1, start=2), user_id="u", expected_seq=2, expected_version=1, state=second
+            AppendRequest("s", numbered(1, start=2), user_id="u", expected_seq=2, expected_version=1, state=second)
         ) == [2]
-        assert store.append("s", numbered(1, start=3), user_id="u", expected_seq=3, expected_version=2) == [3]
+        assert store.append(
+            AppendRequest("s", numbered(1, start=3), user_id="u", expected_seq=3, expected_version=2)
+        ) == [3]
         assert store.load("s", user_id="u").state == replace(second, version=2)  # no state: left as it was
         with pytest.raises(StaleSessionError):
             store.save_state("s", second, expected_version=1, user_id="u")
@@ -126,45 +132,52 @@ class WriteTests:
 
     def test_an_append_expecting_messages_of_a_vanished_session_says_it_was_lost(self, store: Any) -> None:
         with pytest.raises(SessionLostError, match=r"lost session 'gone'"):
-            store.append("gone", numbered(1), user_id="u", expected_seq=4, expected_version=2)
+            store.append(AppendRequest("gone", numbered(1), user_id="u", expected_seq=4, expected_version=2))
         with pytest.raises(SessionNotFoundError):
             store.get_session("gone", user_id="u")  # never re-created silently
-        assert store.append("gone", numbered(2), user_id="u", expected_seq=0, expected_version=0) == [0, 1]
+        assert store.append(AppendRequest("gone", numbered(2), user_id="u", expected_seq=0, expected_version=0)) == [
+            0,
+            1,
+        ]
         if isinstance(store, SessionStore):
             store.delete_session("gone", user_id="u")
             with pytest.raises(SessionLostError):
-                store.append("gone", numbered(1, start=2), user_id="u", expected_seq=2, expected_version=0)
+                store.append(
+                    AppendRequest("gone", numbered(1, start=2), user_id="u", expected_seq=2, expected_version=0)
+                )
             with pytest.raises(SessionNotFoundError):
                 store.get_session("gone", user_id="u")
 
     def test_a_batch_stored_already_is_a_retry_and_other_content_a_conflict(self, store: Any) -> None:
         batch = numbered(3)
-        assert store.append("s", batch, user_id="u", expected_seq=0, expected_version=0) == [0, 1, 2]
+        assert store.append(AppendRequest("s", batch, user_id="u", expected_seq=0, expected_version=0)) == [0, 1, 2]
         stamped = [(replace(m, created_at=None), t) for m, t in batch]  # a retry may stamp created_at anew
         with pytest.raises(StaleSessionError):  # the view is checked first: the writer catches up, then retries
-            store.append("s", stamped, user_id="u", expected_seq=0, expected_version=0)
-        assert store.append("s", stamped, user_id="u", expected_seq=3, expected_version=0) == [0, 1, 2]
-        assert store.append("s", stamped[1:2], user_id="u") == [1]
+            store.append(AppendRequest("s", stamped, user_id="u", expected_seq=0, expected_version=0))
+        assert store.append(AppendRequest("s", stamped, user_id="u", expected_seq=3, expected_version=0)) == [0, 1, 2]
+        assert store.append(AppendRequest("s", stamped[1:2], user_id="u")) == [1]
         changed = [(replace(batch[2][0], content="other"), 5)]
         with pytest.raises(ConflictError, match="'m2'") as info:
-            store.append("s", changed, user_id="u", expected_seq=3, expected_version=0)
+            store.append(AppendRequest("s", changed, user_id="u", expected_seq=3, expected_version=0))
         assert not isinstance(info.value, StaleSessionError)
         with pytest.raises(ConflictError, match="'m0'"):
-            store.append("s", [batch[0], *numbered(1, start=3)], user_id="u")
+            store.append(AppendRequest("s", [batch[0], *numbered(1, start=3)], user_id="u"))
         rows = list(store.messages("s", user_id="u"))
         assert [(r.seq, r.message) for r in rows] == [(i, m) for i, (m, _) in enumerate(batch)]
 
     def test_one_user_learns_nothing_about_another_users_ids_or_sessions(self, store: Any) -> None:
         secret = [(Message(role="user", content="ship order 1234", id="order-1234"), 6)]
-        store.append("alice-chat", secret, user_id="alice")
+        store.append(AppendRequest("alice-chat", secret, user_id="alice"))
         mine = [(Message(role="user", content="where is my parcel", id="order-1234"), 7)]
         errors: list[str] = []
         for user in ("bob", None):
             # Bob's own session of the same name, with the same message id: his, and no error at all.
-            assert store.append("alice-chat", mine, user_id=user, expected_seq=0, expected_version=0) == [0]
-            assert store.append("other", mine, user_id=user) == [0]
+            assert store.append(
+                AppendRequest("alice-chat", mine, user_id=user, expected_seq=0, expected_version=0)
+            ) == [0]
+            assert store.append(AppendRequest("other", mine, user_id=user)) == [0]
             with pytest.raises(ConflictError) as info:  # his own id, with other content
-                store.append("other", secret, user_id=user)
+                store.append(AppendRequest("other", secret, user_id=user))
             errors.append(str(info.value))
             assert store.get_session("alice-c", user_id=user).id == "alice-chat"
             assert store.load("alice-chat", user_id=user).window[0].message.content == "where is my parcel"

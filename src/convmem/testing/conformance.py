@@ -5,7 +5,11 @@ Subclass :class:`StoreConformance` in a test module, name the subclass
 Capabilities are detected: tests of session management are skipped for a
 backend that implements only :class:`~convmem.stores.base.Store`, the
 archive-read check uses the store's ``rows_read`` counter if it has one, and
-persistence is checked by reopening whenever ``persistent`` is true.
+persistence is checked by reopening whenever ``persistent`` is true. Long-term
+memory (``store.facts()``, ``store.blocks()``, ``store.recall()``) is checked
+when the store keeps it; override ``per_kind`` to compare it with the
+backend's own classes, and set ``releases_connection`` when closing the store
+closes what they use.
 
 Example (``tests/stores/test_sqlite_store.py``)::
 
@@ -40,8 +44,9 @@ from ..errors import (
 from ..memory import Memory
 from ..messages import Message
 from ..session import SessionState, SummaryRecord, status_of
-from ..stores.base import SessionStore, Store
+from ..stores.base import AppendRequest, SessionStore, Store
 from ._data import conversations, numbered, rich_messages
+from ._longterm_tests import LongTermTests
 from ._session_tests import SessionTests
 from ._write_tests import WriteTests
 
@@ -51,7 +56,7 @@ RESUME_EXAMPLES = 3 if os.environ.get("CONVMEM_QUICK") == "1" else 25
 __all__ = ["StoreConformance"]
 
 
-class StoreConformance(WriteTests, SessionTests):
+class StoreConformance(WriteTests, SessionTests, LongTermTests):
     """The suite. Override :meth:`make_store`; set ``persistent = False`` for a store that lives in memory."""
 
     persistent: ClassVar[bool] = True
@@ -86,11 +91,11 @@ class StoreConformance(WriteTests, SessionTests):
         assert isinstance(store, Store)
 
     def test_append_creates_the_session_and_assigns_consecutive_seqs(self, store: Any) -> None:
-        assert store.append("s1", [], user_id="u") == []
+        assert store.append(AppendRequest("s1", [], user_id="u")) == []
         with pytest.raises(SessionNotFoundError):
             store.get_session("s1", user_id="u")  # created by its first message, not by an empty batch
-        assert store.append("s1", numbered(3), user_id="u", model="gpt-4o") == [0, 1, 2]
-        assert store.append("s1", numbered(2, start=3), user_id="u") == [3, 4]
+        assert store.append(AppendRequest("s1", numbered(3), user_id="u", model="gpt-4o")) == [0, 1, 2]
+        assert store.append(AppendRequest("s1", numbered(2, start=3), user_id="u")) == [3, 4]
         info = store.get_session("s1", user_id="u")
         assert (info.id, info.user_id, info.model, info.message_count) == ("s1", "u", "gpt-4o", 5)
         assert info.tokens == sum(t for _, t in numbered(5))
@@ -102,28 +107,30 @@ class StoreConformance(WriteTests, SessionTests):
 
     def test_every_field_of_a_message_survives(self, store: Any, tmp_path: Path) -> None:
         batch = rich_messages()
-        store.append("s", batch, user_id=None)
+        store.append(AppendRequest("s", batch, user_id=None))
         store = self.reopen(store, tmp_path)
         assert [r.message for r in store.messages("s")] == [m for m, _ in batch]
         assert [r.message.created_at for r in store.messages("s")] == [m.created_at for m, _ in batch]
-        assert store.append("s", batch[3:4]) == [3]  # ids are still known after reopening: a retry stores nothing
+        assert store.append(AppendRequest("s", batch[3:4])) == [
+            3
+        ]  # ids are still known after reopening: a retry stores nothing
         with pytest.raises(ConflictError, match=repr(batch[3][0].id)):
-            store.append("s", [(replace(batch[3][0], metadata={"other": True}), batch[3][1])])
+            store.append(AppendRequest("s", [(replace(batch[3][0], metadata={"other": True}), batch[3][1])]))
         assert len(list(store.messages("s"))) == len(batch)
 
     def test_a_duplicate_or_missing_message_id_writes_nothing(self, store: Any) -> None:
-        store.append("s", numbered(2), user_id="u")
+        store.append(AppendRequest("s", numbered(2), user_id="u"))
         with pytest.raises(ConflictError, match="'m1'"):  # a stored id in a batch of new ones
-            store.append("s", [*numbered(1, start=5), *numbered(1, start=1)], user_id="u")
+            store.append(AppendRequest("s", [*numbered(1, start=5), *numbered(1, start=1)], user_id="u"))
         with pytest.raises(InvalidMessageError) as info:
-            store.append("s", [*numbered(1, start=7), *numbered(1, start=7)], user_id="u")
+            store.append(AppendRequest("s", [*numbered(1, start=7), *numbered(1, start=7)], user_id="u"))
         assert (info.value.field, info.value.index) == ("id", 1)
         with pytest.raises(InvalidMessageError, match="id"):
-            store.append("s", [(Message(role="user", content="x"), 1)], user_id="u")
+            store.append(AppendRequest("s", [(Message(role="user", content="x"), 1)], user_id="u"))
         with pytest.raises(InvalidMessageError, match="token"):
-            store.append("s", [(numbered(1, start=9)[0][0], -1)], user_id="u")
+            store.append(AppendRequest("s", [(numbered(1, start=9)[0][0], -1)], user_id="u"))
         assert [r.seq for r in store.messages("s", user_id="u")] == [0, 1]
-        assert store.append("s", numbered(1, start=2), user_id="u") == [2]
+        assert store.append(AppendRequest("s", numbered(1, start=2), user_id="u")) == [2]
 
     def test_an_unknown_session_is_not_found_with_its_id(self, store: Any) -> None:
         for call in (
@@ -139,7 +146,7 @@ class StoreConformance(WriteTests, SessionTests):
 
     # -- users and ids ---------------------------------------------------------------------
     def test_users_never_see_each_other(self, store: Any) -> None:
-        store.append("alice-1", numbered(3), user_id="alice")
+        store.append(AppendRequest("alice-1", numbered(3), user_id="alice"))
         for user in ("bob", None):
             with pytest.raises(SessionNotFoundError):
                 store.get_session("alice-1", user_id=user)
@@ -169,7 +176,7 @@ class StoreConformance(WriteTests, SessionTests):
 
     def test_a_unique_prefix_opens_and_an_ambiguous_one_lists_the_matches(self, store: Any) -> None:
         for session_id in ("abc1", "abc2", "xyz", "ab"):
-            store.append(session_id, numbered(1, prefix=session_id), user_id="u")
+            store.append(AppendRequest(session_id, numbered(1, prefix=session_id), user_id="u"))
         assert store.get_session("x", user_id="u").id == "xyz"
         assert store.get_session("ab", user_id="u").id == "ab"  # an exact id wins over longer ones
         assert store.load("abc2", user_id="u").info.id == "abc2"
@@ -183,7 +190,7 @@ class StoreConformance(WriteTests, SessionTests):
 
     # -- state and status ------------------------------------------------------------------
     def test_state_saves_are_versioned_and_a_stale_save_conflicts(self, store: Any, tmp_path: Path) -> None:
-        store.append("s", numbered(6), user_id="u")
+        store.append(AppendRequest("s", numbered(6), user_id="u"))
         summary = SummaryRecord("so far: hello", 0, 1, 7, datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc))
         wanted = SessionState(
             window_start=3,
@@ -207,7 +214,7 @@ class StoreConformance(WriteTests, SessionTests):
             numbered(1, start=10, prefix="dev", role="developer")[0],
             *numbered(3, start=11),
         ]
-        store.append("s", batch, user_id="u")
+        store.append(AppendRequest("s", batch, user_id="u"))
         state = SessionState(window_start=8, folded_to=3, pinned_start=0)
         store.save_state("s", state, expected_version=0, user_id="u")
         loaded = store.load("s", user_id="u", unfolded_limit=2)
@@ -229,9 +236,9 @@ class StoreConformance(WriteTests, SessionTests):
         assert status_of(next(store.messages("s", user_id="u")), cleared) == "cleared"
 
     def test_load_does_not_read_the_archive(self, store: Any) -> None:
-        store.append("big", numbered(1, prefix="sys", role="system"), user_id="u")
+        store.append(AppendRequest("big", numbered(1, prefix="sys", role="system"), user_id="u"))
         for start in range(1, 2001, 500):
-            store.append("big", numbered(500, start=start), user_id="u")
+            store.append(AppendRequest("big", numbered(500, start=start), user_id="u"))
         store.save_state("big", SessionState(window_start=1995, folded_to=1994), expected_version=0, user_id="u")
         before = getattr(store, "rows_read", None)
         loaded = store.load("big", user_id="u", unfolded_limit=100)
@@ -242,12 +249,14 @@ class StoreConformance(WriteTests, SessionTests):
             assert store.rows_read - before == 7
 
     def test_deleting_messages_keeps_seqs_moving_forward(self, store: Any) -> None:
-        store.append("s", numbered(4), user_id="u")
+        store.append(AppendRequest("s", numbered(4), user_id="u"))
         store.delete_messages("s", [2, 3, 99], user_id="u")
         assert [r.seq for r in store.messages("s", user_id="u")] == [0, 1]
         info = store.get_session("s", user_id="u")
         assert (info.message_count, info.tokens) == (2, sum(t for _, t in numbered(2)))
-        assert store.append("s", numbered(1, start=2), user_id="u") == [4]  # the deleted id is free again
+        assert store.append(AppendRequest("s", numbered(1, start=2), user_id="u")) == [
+            4
+        ]  # the deleted id is free again
 
     # -- through Memory --------------------------------------------------------------------
     # Each backend subclass runs this same method: differing executors are the point of a shared suite.

@@ -20,10 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ..memory import AsyncMemory
 from ..policy.units import group_units
-from ..stores.base import AsyncSessionStore, AsyncStore
+from ..stores.base import AppendRequest, AsyncLongTermStores, AsyncSessionStore, AsyncStore
 from ._data import EchoSummarizer, numbered
+from ._longterm_tests import fact
 from ._write_tests import turn
 from .conformance import StoreConformance
 
@@ -72,6 +75,32 @@ class AsyncStoreConformance(StoreConformance):
         # Hide the session-management methods the backend lacks, so those tests skip.
         return _StoreOnly(blocking)
 
+    def _long_term(self, store: Any) -> Any:
+        pytest.skip("an async store's long-term memory is checked by test_facts_of_an_async_store")
+
+    async def test_facts_of_an_async_store(self, tmp_path: Path) -> None:
+        """``store.facts()`` is the async fact store over the store's database; it keeps users apart."""
+        store = self.make_store(tmp_path)
+        try:
+            keeper = store if isinstance(store, AsyncLongTermStores) else None
+            if keeper is None:
+                pytest.skip("the store keeps no long-term memory")
+            facts = keeper.facts()
+            await facts.write_facts([fact("f1", "alice", "lives in Lyon"), fact("f2", "bob", "lives in Oslo")], [])
+            assert [f.id for f in await keeper.facts().list_facts(user_id="alice")] == ["f1"]
+            assert [f.id for f in await facts.list_facts(user_id="bob")] == ["f2"]
+            assert await facts.list_facts(user_id=None) == []
+            await facts.aclose()  # the store's connection is not the fact store's to close
+            await store.append(AppendRequest("s1", numbered(1), user_id="alice"))
+        finally:
+            await store.aclose()
+        if self.persistent:
+            again = self.make_store(tmp_path)
+            try:
+                assert [f.id for f in await again.facts().list_facts(user_id="alice")] == ["f1"]
+            finally:
+                await again.aclose()
+
     async def test_the_async_store_implements_the_protocol(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path)
         assert isinstance(store, AsyncStore)
@@ -79,8 +108,10 @@ class AsyncStoreConformance(StoreConformance):
 
     async def test_concurrent_tasks_get_distinct_consecutive_seqs(self, tmp_path: Path) -> None:
         store = self.make_store(tmp_path)
-        await store.append("s", numbered(1), user_id="u")
-        results = await asyncio.gather(*(store.append("s", numbered(1, start=n), user_id="u") for n in range(1, 30)))
+        await store.append(AppendRequest("s", numbered(1), user_id="u"))
+        results = await asyncio.gather(
+            *(store.append(AppendRequest("s", numbered(1, start=n), user_id="u")) for n in range(1, 30))
+        )
         assert sorted(seq for seqs in results for seq in seqs) == list(range(1, 30))
         rows = await store.messages("s", user_id="u")
         assert [r.seq for r in rows] == list(range(30))

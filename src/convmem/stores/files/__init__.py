@@ -1,9 +1,8 @@
 """The file backend: one directory per session, append-only JSONL, and long-term memory as JSONL logs.
 
 ==================  ===========================================================
-``store.py``        :class:`FileStore` / :class:`AsyncFileStore` (sessions and messages)
-``_sessions.py``    session management: list, retitle, delete, expire, fork, export, import
-``_base.py``        paths, session records, locks and reads every operation shares
+``store.py``        :class:`FileStore` / :class:`AsyncFileStore`: every operation of the contract
+``_layout.py``      the directory: paths, locks, fork-chain reads, a batch written with one outcome
 ``_meta.py``        ``session.json``: the per-session record and how it catches up
 ``_ids.py``         the message-id index (derived data)
 ``_jsonl.py``       locks, atomic writes, seq-sorted JSONL files

@@ -1,7 +1,7 @@
 """Low-level file operations of the file store: locks, atomic writes, and seq-sorted JSONL files.
 
 A message file holds one export line per message (see
-:func:`convmem.stores._common.export_line`), in increasing seq order. That
+:func:`convmem.stores._export.export_line`), in increasing seq order. That
 order is what makes reads cheap without any index: the line holding a seq is
 found by binary search over byte offsets, reading O(log size) line heads.
 
@@ -31,7 +31,7 @@ from typing import BinaryIO
 
 from ...errors import ConfigurationError, StoreError
 from ...messages import StoredMessage
-from .._common import parse_line
+from .._export import parse_line
 from ..codec import READ_ERRORS, loads
 
 try:

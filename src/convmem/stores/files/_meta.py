@@ -18,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ...messages import PINNED_ROLES
-from ...session import SessionInfo, SessionState
+from ...session import SessionState
+from .._record import SessionRecord, plain_record
 from ..codec import READ_ERRORS, corrupt, decode_datetime, decode_state, encode_datetime, encode_state, loads
 from ._jsonl import Line, LineFile, atomic_write
 
-__all__ = ["Meta", "read_meta", "write_meta"]
+__all__ = ["BACKEND", "Meta", "read_meta", "write_meta"]
+
+BACKEND = "file store"
 
 
 @dataclass
@@ -47,19 +50,28 @@ class Meta:
     indexed: int = 0  # how far into messages.jsonl the id index is complete (see _fileids)
     state: SessionState = field(default_factory=SessionState)
 
-    def info(self) -> SessionInfo:
-        return SessionInfo(
-            self.id,
-            self.user_id,
-            self.title,
-            self.model,
-            dict(self.metadata),
-            self.created_at,
-            self.updated_at,
-            self.base_count + self.count,
-            self.base_tokens + self.tokens,
-            self.parent_id,
-            self.fork_seq,
+    def record(self) -> SessionRecord:
+        """This record as every backend decodes its sessions (the record is keyed by the plain session id)."""
+        return plain_record(BACKEND, self, self.count)
+
+    @classmethod
+    def of(cls, made: SessionRecord) -> Meta:
+        """The record of a new session (a fork or an import) before any of its lines is written."""
+        info = made.info()
+        return cls(
+            info.id,
+            info.user_id,
+            info.created_at,
+            info.updated_at,
+            info.title,
+            info.model,
+            dict(info.metadata),
+            info.parent_id,
+            info.fork_seq,
+            made.base_count,
+            made.base_tokens,
+            next_seq=made.next_seq,
+            state=made.state(),
         )
 
     def caught_up(self, lines: LineFile) -> tuple[Meta, list[Line]]:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from ...errors import StoreError
 from ...longterm.blocks.store import BlockRecord, check_save
@@ -41,7 +41,6 @@ from ...longterm.recall._np import np
 from ...longterm.recall._partition import DocRef, RecallDoc
 from .._longterm_codec import block_from_json, block_to_json, doc_from_json, doc_to_json, fact_from_json, fact_to_json
 from ._jsonl import locked
-from .store import FileStore
 
 __all__ = ["FileBlockStore", "FileFactStore", "FileRecallStore"]
 
@@ -107,15 +106,19 @@ class _Log(Generic[T]):
                 self.refresh()
 
 
-def _root(target: FileStore | str | os.PathLike[str]) -> Path:
-    root = target.root if isinstance(target, FileStore) else Path(target).expanduser()
+class _HasRoot(Protocol):
+    root: Path  # a FileStore: long-term memory lives in its directory
+
+
+def _root(target: _HasRoot | str | os.PathLike[str]) -> Path:
+    root = Path(target).expanduser() if isinstance(target, str | os.PathLike) else target.root
     return root / "longterm"
 
 
 class FileFactStore:
     """A :class:`~convmem.longterm.facts.FactStore` in ``<root>/longterm/facts.jsonl``."""
 
-    def __init__(self, target: FileStore | str | os.PathLike[str]) -> None:
+    def __init__(self, target: _HasRoot | str | os.PathLike[str]) -> None:
         self._log = _Log(_root(target) / "facts.jsonl", fact_from_json)
 
     def _current(self) -> dict[str, Fact]:
@@ -141,7 +144,7 @@ class FileFactStore:
 class FileBlockStore:
     """A :class:`~convmem.longterm.blocks.store.BlockStore` in ``<root>/longterm/blocks.jsonl``."""
 
-    def __init__(self, target: FileStore | str | os.PathLike[str]) -> None:
+    def __init__(self, target: _HasRoot | str | os.PathLike[str]) -> None:
         self._log = _Log(_root(target) / "blocks.jsonl", block_from_json)
 
     def _latest(self) -> dict[tuple[str | None, str], BlockRecord]:
@@ -188,7 +191,7 @@ def _vector_row(line: bytes) -> _VectorRow:
 class FileRecallStore:
     """A :class:`~convmem.longterm.recall.store.RecallStore` in ``<root>/longterm/recall/``."""
 
-    def __init__(self, target: FileStore | str | os.PathLike[str]) -> None:
+    def __init__(self, target: _HasRoot | str | os.PathLike[str]) -> None:
         self._dir = _root(target) / "recall"
         self._docs = _Log(self._dir / "docs.jsonl", doc_from_json)
         self._vectors: dict[str, _Log[_VectorRow]] = {}

@@ -1,6 +1,6 @@
 """A store in plain files: one directory per session, its messages in an append-only JSONL file.
 
-Layout (``<user>``: see :func:`convmem.stores.files._base.user_dir`; session ids are scoped by user)::
+Layout (``<user>``: see :func:`convmem.stores.files._layout.user_dir`; session ids are scoped by user)::
 
     root/users/<user>/<session id>/messages.jsonl   one export line per message, seq order, append-only
     root/users/<user>/<session id>/session.json     info, state and counters, replaced atomically
@@ -41,209 +41,161 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ...errors import SessionLostError, SessionNotFoundError, StoreError
-from ...messages import PINNED_ROLES, Message, StoredMessage
-from ...session import LoadedSession, SessionState
+from ...messages import PINNED_ROLES, StoredMessage
+from ...session import LoadedSession, SessionInfo, SessionState
 from .._async import AsyncStoreWrapper
-from .._common import (
-    check_batch,
+from .._export import export_line, export_session, parse_export
+from .._record import damaged_info
+from .._writes import (
+    admit,
     check_deletable,
-    export_line,
+    check_expected,
+    check_fork,
+    fork_home,
+    fork_record,
     json_object,
+    new_session_id,
     now,
+    replayed,
+    saved_state,
+    taken,
+    unfolded_span,
+    written_state,
 )
-from .._writes import check_expected, replayed, state_for_write
-from ._base import META, guarded
-from ._ids import IdIndex, IndexDamaged, scan_ids
-from ._jsonl import LineFile
-from ._meta import Meta, write_meta
-from ._sessions import FileSessions
+from ..base import AppendRequest
+from ._ids import IdIndex
+from ._jsonl import LineFile, fsync_dir
+from ._layout import MESSAGES, META, Layout, guarded
+from ._meta import BACKEND, Meta, write_meta
+
+if TYPE_CHECKING:
+    from .longterm import FileBlockStore, FileFactStore, FileRecallStore
 
 __all__ = ["AsyncFileStore", "FileStore"]
 
 
-class FileStore(FileSessions):
+class FileStore:
     """A :class:`~convmem.stores.base.SessionStore` in a directory of JSONL files.
 
     Args:
         root: the directory (created if missing).
     """
 
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.files = Layout(root)  # the directory: paths, records, locks, reads; StoreError if unusable
+        self.root = self.files.root
+        self.rows_read = 0  # rows read by load(); shows (and lets tests check) that it skips the archive
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.root)!r})"
+
+    def path_of(self, session_id: str, *, user_id: str | None = None) -> Path:
+        """The directory that holds a session's files (``messages.jsonl`` is greppable); it may not exist."""
+        return self.files.dir(user_id, session_id)
+
     # -- messages --------------------------------------------------------------------------
     @guarded
-    def append(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        *,
-        user_id: str | None = None,
-        model: str | None = None,
-        expected_seq: int | None = None,
-        expected_version: int | None = None,
-        state: SessionState | None = None,
-    ) -> list[int]:
-        check_batch(messages)
-        if not messages:
+    def append(self, request: AppendRequest) -> list[int]:
+        saved = written_state(request)
+        if not request.messages:
             return []  # a session is created by its first message, not by an empty batch
-        saved = state_for_write(state, expected_version)
-        view = (expected_seq, expected_version, saved)
-        directory = self._dir(user_id, session_id, creating=True)
+        session_id, user_id = request.session_id, request.user_id
+        directory = self.files.dir(user_id, session_id, creating=True)
         for _ in range(3):  # the directory may vanish (a concurrent delete) between mkdir and lock
             directory.mkdir(parents=True, exist_ok=True)
             try:
-                with self._locked(user_id, session_id):
-                    return self._append_locked(session_id, messages, user_id, model, *view)
+                with self.files.locked(user_id, session_id):
+                    return self._append_locked(request, saved)
             except SessionNotFoundError:
-                if self._meta(user_id, session_id) is not None:
+                if self.files.meta(user_id, session_id) is not None:
                     raise
         raise StoreError(f"file store {self.root}: session {session_id!r} keeps disappearing")
 
-    def _append_locked(
-        self,
-        session_id: str,
-        messages: Sequence[tuple[Message, int]],
-        user_id: str | None,
-        model: str | None,
-        expected_seq: int | None,
-        expected_version: int | None,
-        saved: SessionState | None,
-    ) -> list[int]:
-        directory = self._dir(user_id, session_id)
-        meta = self._meta(user_id, session_id)
-        lines = self._lines(user_id, session_id)
+    def _append_locked(self, request: AppendRequest, saved: SessionState | None) -> list[int]:
+        session_id, user_id, messages = request.session_id, request.user_id, request.messages
+        directory = self.files.dir(user_id, session_id)
+        meta = self.files.meta(user_id, session_id)
+        lines = self.files.lines(user_id, session_id)
         live = meta is not None and not meta.deleted
         if live:
             assert meta is not None
             lines.repair(meta.synced)
-            meta = self._indexed(meta.caught_up(lines)[0], lines)
+            meta = self.files.indexed(meta.caught_up(lines)[0], lines)
         try:
-            found = (meta.next_seq, meta.state.version) if live and meta is not None else None
-            check_expected(session_id, found, expected_seq, expected_version)
+            admit(
+                request, meta.record().view() if meta is not None else None, deleted=meta is not None and meta.deleted
+            )
         except SessionLostError:
             if meta is None:
                 shutil.rmtree(directory, ignore_errors=True)  # the directory this call made: leave no trace
             raise
-        if meta is not None and meta.deleted:
-            raise SessionNotFoundError(session_id)  # hidden while its forks live; its id stays taken
         if meta is not None:
-            again = replayed(session_id, messages, self._stored(meta, [m.id or "" for m, _ in messages]))
+            again = replayed(session_id, messages, self.files.stored(meta, [m.id or "" for m, _ in messages]))
             if again is not None:
                 return again
-            return self._write(meta, lines, messages, saved, created=False)
+            return self.files.write(meta, lines, messages, saved, created=False)
         stamp = now()
-        meta = Meta(session_id, user_id, stamp, stamp, model=model)
+        meta = Meta(session_id, user_id, stamp, stamp, model=request.model)
         try:
             write_meta(directory / META, meta)  # first, so that no line can exist without its owner
-            return self._write(meta, lines, messages, saved, created=True)
+            return self.files.write(meta, lines, messages, saved, created=True)
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)  # nothing of a session whose first write failed
             raise
 
-    def _write(
-        self,
-        meta: Meta,
-        lines: LineFile,
-        messages: Sequence[tuple[Message, int]],
-        saved: SessionState | None,
-        *,
-        created: bool,
-    ) -> list[int]:
-        """Append the batch; with a state, write the record too, or cut the lines back off (one outcome)."""
-        directory = self._dir(meta.user_id, meta.id)
-        size = lines.size()
-        seqs = list(range(meta.next_seq, meta.next_seq + len(messages)))
-        data = b"".join(export_line(StoredMessage(s, m, t)) for s, (m, t) in zip(seqs, messages, strict=True))
-        try:
-            lines.append(data)
-        except OSError:
-            with contextlib.suppress(OSError):
-                lines.truncate(size)  # a write cut short may have left whole lines of the batch: none stays
-            raise
-        try:
-            IdIndex(directory).add(zip(seqs, (m.id for m, _ in messages), strict=True))
-            meta, _ = replace(meta, updated_at=now(), state=saved or meta.state).caught_up(lines)
-            # A record without a new state is derived data (caught up from the lines): no directory fsync.
-            write_meta(directory / META, replace(meta, indexed=meta.synced), durable=saved is not None)
-        except OSError:
-            if saved is None and not created:
-                return seqs  # the lines are durable; the record catches up from them on the next read
-            lines.truncate(size)  # the state could not be saved with its messages: neither stays
-            raise
-        return seqs
-
-    def _stored(self, meta: Meta, ids: list[str]) -> dict[str, StoredMessage]:
-        """The rows of the session's history (its shared history too) that hold any of ``ids``."""
-        found: dict[str, StoredMessage] = {}
-        chain = self._chain(meta)
-        for seg in self._segments(chain):
-            lines = chain[seg.session_id][1]
-            for message_id, seqs in self._locate(meta, seg.session_id, lines, ids, seg.hi).items():
-                for seq in seqs:
-                    if seq >= seg.lo:
-                        row = next(lines.read(lines.find(seq), seq), None)
-                        if row is not None and row.message.id == message_id:  # index entries may be stale
-                            found[message_id] = row
-        return found
-
-    def _locate(self, meta: Meta, session_id: str, lines: LineFile, ids: list[str], hi: int) -> dict[str, list[int]]:
-        """The index's answer; a damaged index is rebuilt (the session's own, whose lock is held) or bypassed."""
-        index = IdIndex(self._dir(meta.user_id, session_id))
-        try:
-            return index.locate(ids, hi)
-        except IndexDamaged:
-            if session_id != meta.id:  # an ancestor's, whose lock is not held: read its shared lines instead
-                return scan_ids(lines, ids, hi)
-            index.rebuild(lines)
-            return index.locate(ids, hi)
-
     @guarded
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
-        with self._session(session_id, user_id) as (meta, _):
+        with self.files.session(session_id, user_id) as (meta, _):
             state = meta.state
-            chain = self._chain(meta)
+            chain = self.files.chain(meta)
             pinned: list[StoredMessage] = []
-            for seg in self._segments(chain):
+            for seg in self.files.segments(chain):
                 span = seg.clip(state.pinned_start, None)
                 holder, lines = chain[seg.session_id]
                 if span is not None:
                     pinned += [lines.read_at(off) for seq, off in holder.pinned if span[0] <= seq <= span[1]]
-            window = [r for r in self._read(chain, state.window_start, None) if r.message.role not in PINNED_ROLES]
+            window = [r for r in self.files.read(chain, state.window_start, None) if r.message.role not in PINNED_ROLES]
             unfolded: list[StoredMessage] = []
-            if unfolded_limit and state.window_start > state.folded_to + 1:
-                rows = self._read(chain, state.folded_to + 1, state.window_start - 1)
+            tail = unfolded_span(state, unfolded_limit)
+            if tail is not None:
+                rows = self.files.read(chain, *tail)
                 unfolded = list(deque((r for r in rows if r.message.role not in PINNED_ROLES), maxlen=unfolded_limit))
             self.rows_read += len(pinned) + len(window) + len(unfolded)
-            return LoadedSession(meta.info(), state, pinned, window, unfolded, meta.next_seq)
+            return meta.record().loaded(state, pinned, window, unfolded)
 
     @guarded
     def save_state(
         self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
     ) -> SessionState:
-        with self._session(session_id, user_id) as (meta, _):
+        with self.files.session(session_id, user_id) as (meta, _):
             check_expected(meta.id, (meta.next_seq, meta.state.version), None, expected_version)
-            saved = replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)
-            write_meta(self._dir(user_id, meta.id) / META, replace(meta, state=saved, updated_at=now()))
+            saved = saved_state(state, expected_version)
+            write_meta(self.files.dir(user_id, meta.id) / META, replace(meta, state=saved, updated_at=now()))
             return saved
 
     @guarded
     def messages(
         self, session_id: str, *, user_id: str | None = None, from_seq: int = 0, to_seq: int | None = None
     ) -> Iterator[StoredMessage]:
-        meta = self._meta(user_id, self._resolve(session_id, user_id))
+        meta = self.files.meta(user_id, self.files.resolve(session_id, user_id))
         if meta is None:
             raise SessionNotFoundError(session_id)
-        return self._stream(self._chain(meta), from_seq, to_seq)
+        return self._stream(self.files.chain(meta), from_seq, to_seq)
 
     def _stream(self, chain: dict[str, tuple[Meta, LineFile]], lo: int, hi: int | None) -> Iterator[StoredMessage]:
         try:
-            yield from self._read(chain, lo, hi)
+            yield from self.files.read(chain, lo, hi)
         except OSError as exc:
             raise StoreError(f"file store {self.root}: {exc.filename or ''}: {exc.strerror or exc}") from exc
 
@@ -251,15 +203,173 @@ class FileStore(FileSessions):
     def delete_messages(
         self, session_id: str, seqs: Sequence[int], *, user_id: str | None = None, expected_seq: int | None = None
     ) -> None:
-        with self._session(session_id, user_id) as (meta, lines):
+        with self.files.session(session_id, user_id) as (meta, lines):
             check_expected(meta.id, (meta.next_seq, meta.state.version), expected_seq, None)
             doomed = set(seqs)
-            forks = [(m.id, m.fork_seq or 0) for m in self._all(user_id) if m.parent_id == meta.id]
+            forks = [(m.id, m.fork_seq or 0) for m in self.files.all(user_id) if m.parent_id == meta.id]
             check_deletable(meta.id, doomed, meta.fork_seq, forks)
             lines.rewrite(drop=doomed)
-            directory = self._dir(user_id, meta.id)
+            directory = self.files.dir(user_id, meta.id)
             indexed = IdIndex(directory).rebuild(lines)
             write_meta(directory / META, replace(meta, updated_at=now(), indexed=indexed).recounted(lines))
+
+    # -- sessions --------------------------------------------------------------------------
+    def list_sessions(self, *, user_id: str | None = None, limit: int | None = None) -> list[SessionInfo]:
+        found = []
+        for entry, meta in self.files.scan(user_id):
+            if isinstance(meta, StoreError):
+                found.append(damaged_info(entry, user_id, meta))
+            elif not meta.deleted:
+                try:
+                    found.append(meta.caught_up(self.files.lines(user_id, meta.id))[0].record().info())
+                except StoreError as exc:
+                    found.append(damaged_info(meta.id, user_id, exc))
+        found.sort(key=lambda i: (i.updated_at, i.id), reverse=True)
+        return found[:limit]
+
+    @guarded
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        with self.files.session(session_id, user_id) as (meta, _):
+            meta = replace(
+                meta,
+                title=meta.title if title is None else title,
+                updated_at=now(),
+                metadata=meta.metadata if metadata is None else json_object(metadata),
+            )
+            write_meta(self.files.dir(user_id, meta.id) / META, meta)
+            return meta.record().info()
+
+    @guarded
+    def delete_session(self, session_id: str, *, user_id: str | None = None) -> None:
+        self._remove(user_id, self.files.resolve(session_id, user_id))
+
+    def _remove(self, user_id: str | None, session_id: str) -> None:
+        directory = self.files.dir(user_id, session_id)
+        with self.files.locked(user_id, session_id):
+            meta = self.files.meta(user_id, session_id)
+            if meta is None:
+                return
+            children = [m.fork_seq or 0 for m in self.files.all(user_id) if m.parent_id == session_id]
+            if children:
+                # Forks still read this history: hide the session and keep only the rows they share.
+                lines = self.files.lines(user_id, session_id)
+                lines.rewrite(upto=max(children))
+                indexed = IdIndex(directory).rebuild(lines)
+                write_meta(directory / META, replace(meta, deleted=True, indexed=indexed).recounted(lines))
+                return
+            trash = self.files.trash / os.urandom(8).hex()
+            os.rename(directory, trash)  # atomic: the session is gone at once
+            fsync_dir(directory.parent)
+        shutil.rmtree(trash, ignore_errors=True)
+        if meta.parent_id is not None:
+            parent = self.files.meta(user_id, meta.parent_id)
+            if parent is not None and parent.deleted:
+                self._remove(user_id, parent.id)
+
+    @guarded
+    def expire(self, older_than: timedelta, *, user_id: str | None = None) -> list[str]:
+        cutoff = now() - older_than
+        doomed = sorted(m.id for m in self.files.all(user_id) if not m.deleted and self.files.updated(m) < cutoff)
+        for session_id in doomed:
+            self._remove(user_id, session_id)
+        return doomed
+
+    @guarded
+    def fork(self, session_id: str, at_seq: int, *, user_id: str | None = None) -> SessionInfo:
+        with self.files.session(session_id, user_id) as (source, _):
+            check_fork(source.id, source.next_seq, at_seq)
+            chain = self.files.chain(source)
+            count = tokens = 0
+            for row in self.files.read(chain, 0, at_seq):
+                count, tokens = count + 1, tokens + row.tokens
+            ancestors = [m for m, _ in chain.values()]
+            parent = ancestors[fork_home([(m.id, m.fork_seq) for m in ancestors], at_seq)]
+            fork_id = new_session_id()
+            made = fork_record(
+                source.record(),
+                at_seq,
+                key=fork_id,
+                session_id=fork_id,
+                parent=(parent.id, parent.id),
+                shared=(count, tokens),
+                when=now(),
+            )
+            fork = Meta.of(made)
+            # Hold the parent's lock (fork before ancestor) so it cannot be removed meanwhile.
+            with self.files.locked(user_id, parent.id) if parent.id != source.id else nullcontext():
+                self.files.index_shared(user_id, parent.id)
+                self.files.dir(user_id, fork.id).mkdir()
+                write_meta(self.files.dir(user_id, fork.id) / META, fork)
+            return made.info()
+
+    # -- export / import -------------------------------------------------------------------
+    @guarded
+    def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
+        with self.files.session(session_id, user_id) as (meta, _):
+            return export_session(meta.record(), list(self.files.read(self.files.chain(meta), 0, None)))
+
+    @guarded
+    def import_jsonl(self, data: bytes | str, *, user_id: str | None = None) -> SessionInfo:
+        parsed = parse_export(data)
+        target = self.files.dir(user_id, parsed.id, creating=True)
+        if target.exists():  # the user's own session of that id
+            raise taken(parsed.id)
+        # Build the session aside and rename it into place: an import is visible whole or not at all.
+        target.parent.mkdir(exist_ok=True)
+        staging = target.parent / f".import-{os.urandom(6).hex()}"
+        staging.mkdir()
+        try:
+            lines = LineFile(staging / MESSAGES)
+            lines.append(b"".join(map(export_line, parsed.rows)))
+            IdIndex(staging).add((r.seq, r.message.id) for r in parsed.rows)
+            made = parsed.record(BACKEND, parsed.id, user_id)
+            meta = Meta.of(made).recounted(lines)
+            write_meta(staging / META, replace(meta, updated_at=parsed.updated_at, indexed=meta.synced))
+            try:
+                os.rename(staging, target)
+            except OSError:
+                raise taken(parsed.id) from None
+            fsync_dir(target.parent)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return made.info()
+
+    @guarded
+    def get_session(self, session_id: str, *, user_id: str | None = None) -> SessionInfo:
+        meta = self.files.meta(user_id, self.files.resolve(session_id, user_id))
+        if meta is None:
+            raise SessionNotFoundError(session_id)
+        return meta.caught_up(self.files.lines(user_id, meta.id))[0].record().info()
+
+    # -- long-term memory (needs the ``recall`` extra) ---------------------------------------
+    def facts(self) -> FileFactStore:
+        """The facts in this store's directory (``longterm/facts.jsonl``)."""
+        from .longterm import FileFactStore
+
+        return FileFactStore(self)
+
+    def blocks(self) -> FileBlockStore:
+        """The working blocks in this store's directory (``longterm/blocks.jsonl``)."""
+        from .longterm import FileBlockStore
+
+        return FileBlockStore(self)
+
+    def recall(self) -> FileRecallStore:
+        """The recall documents and vectors in this store's directory (``longterm/recall/``)."""
+        from .longterm import FileRecallStore
+
+        return FileRecallStore(self)
+
+    @guarded
+    def close(self) -> None:
+        """Nothing to release: every operation opens and closes its own files."""
 
 
 class AsyncFileStore(AsyncStoreWrapper[FileStore]):

@@ -5,7 +5,10 @@ turns every one of them into a :class:`~convmem.errors.StoreError` that names
 the server as ``host:port/dbname`` and never the password (it is scrubbed
 from any driver text, too).
 
-Both drivers run the flows of :mod:`convmem.stores.postgres._ops` the same way:
+Both drivers run the flows of :mod:`convmem.stores.postgres._ops` the same way, on
+the one effect driver (:func:`convmem._effects.drive` / :func:`~convmem._effects.adrive`:
+each query's rows are sent back into the flow, a unique violation is thrown
+into it), and retry them by the same rules:
 
 * a connection comes from a psycopg pool; one the server closed while it sat
   idle (a readable socket on an idle connection means an error or EOF is
@@ -13,7 +16,7 @@ Both drivers run the flows of :mod:`convmem.stores.postgres._ops` the same way:
   round trip, and another is taken;
 * when the connection is lost midway (``pg_terminate_backend``, a restart),
   an operation is started again, up to three times, if that is safe: reads
-  and idempotent writes always (see :mod:`._pg_ops`), other transactions when
+  and idempotent writes always (see :mod:`convmem.stores.postgres._ops`), other transactions when
   the failure came before ``COMMIT``; deadlocks and serialization failures
   (rolled back by the server) are retried too. Otherwise the StoreError says
   the outcome is unknown.
@@ -28,13 +31,14 @@ import select
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
+from ..._effects import adrive, drive
 from ...errors import ConfigurationError, StoreError, redact, unchained
 from . import _sql as sql
 from ._ops import Flow, Op, Query, Rows, UniqueViolation
@@ -148,21 +152,6 @@ def _stale(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool
         return True
 
 
-def _step(gen: Flow[Any], rows: Rows | None, error: BaseException | None) -> Query | _Done:
-    """Advance a flow by one query; a finished flow's value comes back wrapped in :class:`_Done`."""
-    try:
-        if error is not None:
-            return gen.throw(error)
-        return next(gen) if rows is None else gen.send(rows)
-    except StopIteration as stop:
-        return _Done(stop.value)
-
-
-@dataclass(frozen=True, slots=True)
-class _Done:
-    value: Any
-
-
 def migrate(schema: str) -> Generator[Query, Rows, str | None]:
     """Bring the schema up to date under an advisory lock; refuse a foreign or newer schema untouched.
 
@@ -208,18 +197,14 @@ def _check_applied(schema: str, applied: list[str]) -> None:
 
 # -- sync -----------------------------------------------------------------------------------------
 def _run_sync(conn: psycopg.Connection[Any], flow: Flow[T]) -> T:
-    rows: Rows | None = None
-    error: BaseException | None = None
-    while True:
-        step = _step(flow, rows, error)
-        if isinstance(step, _Done):
-            return cast(T, step.value)
-        rows, error = None, None
+    def perform(query: Query) -> Rows:
         try:
-            cursor = conn.execute(step.sql.encode(), step.params)
-            rows = cursor.fetchall() if cursor.description is not None else []
-        except pg_errors.UniqueViolation as exc:
-            error = UniqueViolation(exc.diag.message_detail or str(exc))
+            cursor = conn.execute(query.sql.encode(), query.params)
+            return cursor.fetchall() if cursor.description is not None else []
+        except pg_errors.UniqueViolation as exc:  # thrown into the flow, which may explain it (a stored id)
+            raise UniqueViolation(exc.diag.message_detail or str(exc)) from None
+
+    return drive(flow, perform)
 
 
 class SyncDriver:
@@ -291,18 +276,14 @@ class SyncDriver:
 
 # -- async ----------------------------------------------------------------------------------------
 async def _run_async(conn: psycopg.AsyncConnection[Any], flow: Flow[T]) -> T:
-    rows: Rows | None = None
-    error: BaseException | None = None
-    while True:
-        step = _step(flow, rows, error)
-        if isinstance(step, _Done):
-            return cast(T, step.value)
-        rows, error = None, None
+    async def perform(query: Query) -> Rows:
         try:
-            cursor = await conn.execute(step.sql.encode(), step.params)
-            rows = await cursor.fetchall() if cursor.description is not None else []
-        except pg_errors.UniqueViolation as exc:
-            error = UniqueViolation(exc.diag.message_detail or str(exc))
+            cursor = await conn.execute(query.sql.encode(), query.params)
+            return await cursor.fetchall() if cursor.description is not None else []
+        except pg_errors.UniqueViolation as exc:  # see _run_sync
+            raise UniqueViolation(exc.diag.message_detail or str(exc)) from None
+
+    return await adrive(flow, perform)
 
 
 class AsyncDriver:

@@ -111,7 +111,7 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
     ),
 ]
 
-# The SQL form of convmem.stores._writes.scoped: a user's session id as a key of the sessions table.
+# The SQL form of convmem.stores._record.scoped: a user's session id as a key of the sessions table.
 _SCOPED = "CASE WHEN {user} IS NULL THEN '-:' ELSE length({user}) || '=' || {user} || ':' END || {id}"
 MIGRATIONS.append(
     (

@@ -15,31 +15,24 @@ committed" from "a real conflict" receive ``retried=True`` on a repeat:
 * ``save_state`` compares the stored state with the one it wrote.
 
 Session ids are scoped by user: the ``sessions`` table is keyed by
-:func:`convmem.stores._writes.scoped`, and :class:`Row` gives the session id back.
+:func:`convmem.stores._record.scoped`; :func:`record` decodes a row into a
+:class:`~convmem.stores._record.SessionRecord`, whose ``id`` is the session id.
+Every decision is a rule of :mod:`convmem.stores._writes`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from typing import Any, Generic, Literal, NamedTuple, TypeAlias, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from ...errors import SessionNotFoundError, StoreError
 from ...messages import Message, StoredMessage
-from ...session import LoadedSession, SessionInfo, SessionState
-from .._common import (
-    Segment,
-    check_deletable,
-    damaged_info,
-    json_object,
-    now,
-    pick,
-    read_session_info,
-    segments,
-)
-from .._writes import check_expected, replayed, scoped, state_for_write, unscoped
-from ..codec import dumps, encode_message, encode_state, read_row, read_state
+from ...session import LoadedSession, SessionState
+from .._record import Segment, SessionRecord, encoded_json, from_columns, scoped, segments, unscoped
+from .._writes import admit, check_deletable, check_expected, hidden, now, pick, replayed, saved_state
+from ..base import AppendRequest
+from ..codec import dumps, encode_message, encode_state, read_row
 from . import _sql as sql
 
 BACKEND = "postgres"
@@ -80,48 +73,9 @@ class Op(Generic[T]):
     retry: bool = True
 
 
-class Row(NamedTuple):
-    id: str
-    user_id: str | None
-    title: str | None
-    model: str | None
-    metadata: str
-    created_at: datetime
-    updated_at: datetime
-    parent_id: str | None
-    fork_seq: int | None
-    base_count: int
-    base_tokens: int
-    message_count: int
-    tokens: int
-    next_seq: int
-    state: str
-    version: int
-    deleted: bool
-
-    @property
-    def name(self) -> str:
-        """The session id (``id`` is the scoped key)."""
-        return unscoped(self.id)
-
-    def info(self) -> SessionInfo:
-        """The session's info; a corrupt record is a StoreError naming the session."""
-        parent = None if self.parent_id is None else unscoped(self.parent_id)
-        return read_session_info(BACKEND, self.name, self, parent, _utc)
-
-    def listed(self) -> SessionInfo:
-        """The info ``list_sessions`` shows: a corrupt record is listed as damaged, not raised."""
-        try:
-            return self.info()
-        except StoreError as exc:
-            return damaged_info(self.name, self.user_id, exc)
-
-    def session_state(self) -> SessionState:
-        return read_state(BACKEND, self.name, self.state, version=self.version)
-
-
-def _utc(value: datetime) -> datetime:
-    return value.astimezone(timezone.utc)
+def record(row: Sequence[Any]) -> SessionRecord:
+    """A ``sessions`` row (``SESSION_COLUMNS`` order) decoded; its JSON is decoded on demand."""
+    return from_columns(BACKEND, row, utc=True)
 
 
 def user_key(user_id: str | None) -> str:
@@ -161,18 +115,31 @@ def message_columns(messages: Sequence[tuple[Message, int]]) -> list[list[Any]]:
     ]
 
 
-def new_session(
-    session_id: str, user_id: str | None, created_at: datetime, updated_at: datetime, **fields: Any
-) -> dict[str, Any]:
-    """``INSERT_SESSION`` parameters: the given fields over the defaults of a new, empty session."""
-    defaults = {"title": None, "model": None, "metadata": "{}", "parent_id": None, "fork_seq": None, "state": "{}"}
-    counters = dict.fromkeys(("base_count", "base_tokens", "message_count", "tokens", "next_seq", "version"), 0)
-    ids = {"id": session_id, "user_id": user_id, "created_at": created_at, "updated_at": updated_at}
-    return {**defaults, **counters, **ids, **fields}
+def new_session(made: SessionRecord) -> dict[str, Any]:
+    """``INSERT_SESSION`` parameters for a new session (a fork or an import)."""
+    state = made.stored_state
+    return {
+        "id": made.key,
+        "user_id": made.user_id,
+        "title": made.title,
+        "model": made.model,
+        "metadata": encoded_json(made.metadata),
+        "created_at": made.created_at,
+        "updated_at": made.updated_at,
+        "parent_id": made.parent_key,
+        "fork_seq": made.fork_seq,
+        "base_count": made.base_count,
+        "base_tokens": made.base_tokens,
+        "message_count": made.message_count,
+        "tokens": made.tokens,
+        "next_seq": made.next_seq,
+        "state": dumps(encode_state(state)) if isinstance(state, SessionState) else state,
+        "version": made.version,
+    }
 
 
 # -- shared steps ---------------------------------------------------------------------------------
-def resolve(session_id: str, user_id: str | None, *, lock: bool = False) -> Flow[Row]:
+def resolve(session_id: str, user_id: str | None, *, lock: bool = False) -> Flow[SessionRecord]:
     """The user's live session named by ``session_id`` or a unique prefix of it."""
     key = user_key(user_id)
     query = sql.SELECT_OWN_LOCKED if lock else sql.SELECT_OWN
@@ -182,38 +149,34 @@ def resolve(session_id: str, user_id: str | None, *, lock: bool = False) -> Flow
         rows = yield Query(query, (scoped(user_id, pick(session_id, [unscoped(k) for (k,) in keys])), key))
         if not rows:
             raise SessionNotFoundError(session_id)  # deleted between the two reads
-    return Row(*rows[0])
+    return record(rows[0])
 
 
-def chain(row: Row) -> Flow[Rows]:
+def chain(row: SessionRecord) -> Flow[Rows]:
     """``(id, fork_seq, parent_id)`` of the session and its ancestors, nearest first."""
-    if row.parent_id is None:
-        return [(row.id, row.fork_seq, None)]
-    return (yield Query(sql.CHAIN, (row.id,)))
+    if row.parent_key is None:
+        return [(row.key, row.fork_seq, None)]
+    return (yield Query(sql.CHAIN, (row.key,)))
 
 
-def history(row: Row) -> Flow[list[Segment]]:
+def history(row: SessionRecord) -> Flow[list[Segment]]:
     return segments([(i, f) for i, f, _ in (yield from chain(row))])
 
 
 # -- messages -------------------------------------------------------------------------------------
-def append(
-    session_id: str,
-    messages: Sequence[tuple[Message, int]],
-    user_id: str | None,
-    model: str | None,
-    expected_seq: int | None = None,
-    expected_version: int | None = None,
-    state: SessionState | None = None,
-) -> Op[list[int]]:
-    """One statement: check the writer's view, reserve seqs, insert the batch and its state (``_sql.APPEND``)."""
+def append(request: AppendRequest, saved: SessionState | None) -> Op[list[int]]:
+    """One statement: check the writer's view, reserve seqs, insert the batch and its state (``_sql.APPEND``).
+
+    ``saved`` is the request's state as stored (:func:`~convmem.stores._writes.written_state`).
+    """
+    session_id, messages, user_id = request.session_id, request.messages, request.user_id
+    expected_seq, expected_version = request.expected_seq, request.expected_version
     columns = message_columns(messages)
-    saved = state_for_write(state, expected_version)
     key = scoped(user_id, session_id)
     params = {
         "session": key,
         "user": user_id,
-        "model": model,
+        "model": request.model,
         "now": now(),
         "n": len(messages),
         "tokens": sum(t for _, t in messages),
@@ -238,11 +201,11 @@ def append(
             # Nothing written: the view is out of date, the session is gone or hidden, or the ids are stored.
             found = yield Query(sql.SELECT_SESSION, (key,))
             if not found:
-                check_expected(session_id, None, expected_seq, expected_version)
+                admit(request, None)
                 continue  # created and deleted meanwhile: try again
-            row = Row(*found[0])
+            row = record(found[0])
             if row.deleted:
-                raise SessionNotFoundError(session_id)  # hidden while its forks live; its id stays taken
+                raise hidden(session_id)
             segs = yield from history(row)
             stored_rows = yield Query(sql.STORED_IDS, (*spans(segs, 0, row.next_seq - 1), ids))
             held = {i: stored(key, seq, payload, tokens) for i, seq, payload, tokens in stored_rows}
@@ -270,7 +233,7 @@ def load(session_id: str, user_id: str | None, unfolded_limit: int) -> Op[Loaded
 
     def flow(retried: bool) -> Flow[LoadedSession]:
         row = yield from resolve(session_id, user_id)
-        state = row.session_state()
+        state = row.state()
         segs = yield from history(row)
         last = row.next_seq - 1
         tail = unfolded_limit and state.window_start > state.folded_to + 1
@@ -285,8 +248,8 @@ def load(session_id: str, user_id: str | None, unfolded_limit: int) -> Op[Loaded
         )
         parts: tuple[list[StoredMessage], ...] = ([], [], [])
         for kind, seq, payload, tokens in sorted(rows, key=lambda r: (r[0], r[1])):
-            parts[kind].append(stored(row.id, seq, payload, tokens))
-        return LoadedSession(row.info(), state, parts[0], parts[1], parts[2], row.next_seq)
+            parts[kind].append(stored(row.key, seq, payload, tokens))
+        return row.loaded(state, *parts)
 
     return Op(f"load session {session_id!r}", flow)
 
@@ -311,7 +274,7 @@ def page(segs: list[Segment], lo: int, hi: int) -> Op[list[StoredMessage]]:
 
 
 def save_state(session_id: str, state: SessionState, expected_version: int, user_id: str | None) -> Op[SessionState]:
-    saved = replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)
+    saved = saved_state(state, expected_version)
     encoded = dumps(encode_state(saved))
     key = user_key(user_id)
 
@@ -320,12 +283,12 @@ def save_state(session_id: str, state: SessionState, expected_version: int, user
         if (yield Query(sql.SAVE_STATE, (encoded, now(), exact, key, expected_version))):
             return saved
         row = yield from resolve(session_id, user_id)
-        if row.id != exact and (yield Query(sql.SAVE_STATE, (encoded, now(), row.id, key, expected_version))):
+        if row.key != exact and (yield Query(sql.SAVE_STATE, (encoded, now(), row.key, key, expected_version))):
             return saved  # it was a prefix
-        row = yield from resolve(row.name, user_id)
-        if retried and row.version == expected_version + 1 and row.state == encoded:
+        row = yield from resolve(row.id, user_id)
+        if retried and row.version == expected_version + 1 and row.stored_state == encoded:
             return saved  # our own earlier attempt committed before the connection was lost
-        check_expected(row.name, (row.next_seq, row.version), None, expected_version)
+        check_expected(row.id, (row.next_seq, row.version), None, expected_version)
         raise SessionNotFoundError(session_id)  # the version matched but the row did not: deleted meanwhile
 
     return Op(f"save the state of session {session_id!r}", flow)
@@ -338,10 +301,20 @@ def delete_messages(
 
     def flow(retried: bool) -> Flow[None]:
         row = yield from resolve(session_id, user_id, lock=True)
-        check_expected(row.name, (row.next_seq, row.version), expected_seq, None)
-        forks = [(unscoped(child), at) for child, at in (yield Query(sql.CHILDREN, (row.id,)))]
-        check_deletable(row.name, set(doomed), row.fork_seq, forks)
-        gone = yield Query(sql.DELETE_MESSAGES, (row.id, doomed))
-        yield Query(sql.AFTER_DELETE, (len(gone), sum(t for (t,) in gone), now(), row.id))
+        check_expected(row.id, (row.next_seq, row.version), expected_seq, None)
+        forks = [(unscoped(child), at) for child, at in (yield Query(sql.CHILDREN, (row.key,)))]
+        check_deletable(row.id, set(doomed), row.fork_seq, forks)
+        gone = yield Query(sql.DELETE_MESSAGES, (row.key, doomed))
+        yield Query(sql.AFTER_DELETE, (len(gone), sum(t for (t,) in gone), now(), row.key))
 
     return Op(f"delete messages of session {session_id!r}", flow, "transaction")
+
+
+def has_pgvector() -> Op[bool]:
+    """Whether the server offers the pgvector extension."""
+
+    def flow(retried: bool) -> Flow[bool]:
+        [(count,)] = yield Query(sql.HAS_PGVECTOR)
+        return bool(count)
+
+    return Op("look for pgvector", flow)

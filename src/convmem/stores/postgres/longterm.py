@@ -1,8 +1,8 @@
 """Long-term memory in PostgreSQL: facts, working blocks, and recall with ``tsvector`` + vectors.
 
 Each class runs on a :class:`~convmem.stores.postgres.PostgresStore`'s pool
-(pass the store) or opens its own (pass a URL, or nothing for
-``$CONVMEM_POSTGRES_URL``); the tables come from migration
+(``store.facts()``, ``store.blocks()``, ``store.recall()``, or pass the store)
+or opens its own (pass a URL, or nothing for ``$CONVMEM_POSTGRES_URL``); the tables come from migration
 ``0002_long_term_memory`` in :mod:`convmem.stores.postgres._sql`, so one schema
 holds sessions and long-term memory. Every write is one transaction or one
 statement; every read is scoped by user (or block scope).
@@ -34,8 +34,8 @@ query, see bench/README.md).
 Example::
 
     store = PostgresStore("postgresql://app@db/chat")
-    facts = Facts(PostgresFactStore(store))
-    recall = RecallIndex(store=PostgresRecallStore(store), embedder=HashingEmbedder())
+    facts = Facts(store.facts())                     # a PostgresFactStore on the store's pool
+    recall = RecallIndex(store=store.recall(), embedder=HashingEmbedder())
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ...errors import ConflictError
 from ...longterm.blocks.store import BlockRecord, check_save
@@ -57,63 +57,98 @@ from ..codec import decode_datetime, encode_datetime
 from . import _lexical as lexical
 from . import _recall as recall
 from . import _sql as sql
-from ._ops import Flow, Mode, Op, Query, user_key
-from .store import PostgresStore
+from ._db import AsyncDriver, Settings, SyncDriver
+from ._ops import Flow, Mode, Op, Query, has_pgvector, user_key
 
-__all__ = ["PostgresBlockStore", "PostgresFactStore", "PostgresRecallStore"]
+__all__ = ["AsyncPostgresFactStore", "PostgresBlockStore", "PostgresFactStore", "PostgresRecallStore"]
 
 T = TypeVar("T")
 
 
+class _HasDriver(Protocol):
+    db: SyncDriver  # a PostgresStore: the long-term stores run on its pool
+
+
 class _Shared:
-    def __init__(self, target: PostgresStore | str | None = None, *, schema: str = "convmem") -> None:
-        if isinstance(target, PostgresStore):
-            self.store, self._owned = target, False
-        else:
-            self.store, self._owned = PostgresStore(target, schema=schema), True
+    def __init__(self, target: _HasDriver | str | None = None, *, schema: str = "convmem") -> None:
+        if target is not None and not isinstance(target, str):
+            self.db, self._owned = target.db, False  # closes with the store
+        else:  # its own pool, as a PostgresStore with the same URL and schema opens it
+            self.db, self._owned = SyncDriver(Settings.of(target, schema, 1, 10, 30.0)), True
 
     def _run(self, what: str, flow: Callable[[], Flow[T]], mode: Mode = "statement", *, retry: bool = True) -> T:
-        return self.store.db.run(Op(what, lambda retried: flow(), mode, retry))
+        return self.db.run(Op(what, lambda retried: flow(), mode, retry))
 
     def close(self) -> None:
         if self._owned:
-            self.store.close()
+            self.db.close()
+
+
+def _write_facts(added: Sequence[Fact], changed: Sequence[Fact]) -> Op[None]:
+    def flow(retried: bool) -> Flow[None]:
+        for fact in changed:
+            params = (fact_to_json(fact), fact.valid_to, fact.id, user_key(fact.user_id))
+            if not (yield Query(sql.UPDATE_FACT, params)):
+                found = yield Query(sql.FACT_OWNER, (fact.id,))
+                if not found or found[0][0] != user_key(fact.user_id):
+                    raise ConflictError(f"fact {fact.id!r} does not exist for user {fact.user_id!r}")
+                raise ConflictError(f"fact {fact.id!r} was already ended; reload and retry")
+        for fact in added:
+            if (yield Query(sql.FACT_EXISTS, (fact.id,))):
+                raise ConflictError(f"fact {fact.id!r} already exists")
+            row = (fact.id, user_key(fact.user_id), fact_to_json(fact), fact.valid_from, fact.valid_to)
+            yield Query(sql.INSERT_FACT, row)
+
+    return Op("write facts", flow, "transaction", retry=False)
+
+
+def _list_facts(user_id: str | None, valid_at: datetime | None, open_only: bool) -> Op[list[Fact]]:
+    key = user_key(user_id)
+    if valid_at is not None:
+        query = Query(sql.LIST_FACTS_AT, (key, valid_at, valid_at))
+    else:
+        query = Query(sql.LIST_OPEN_FACTS if open_only else sql.LIST_FACTS, (key,))
+
+    def flow(retried: bool) -> Flow[list[Fact]]:
+        rows = yield query
+        return select_facts([fact_from_json(p) for (p,) in rows], valid_at=valid_at, open_only=open_only)
+
+    return Op("list facts", flow)
 
 
 class PostgresFactStore(_Shared):
     """A :class:`~convmem.longterm.facts.FactStore` in PostgreSQL."""
 
     def write_facts(self, added: Sequence[Fact], changed: Sequence[Fact]) -> None:
-        def flow() -> Flow[None]:
-            for fact in changed:
-                params = (fact_to_json(fact), fact.valid_to, fact.id, user_key(fact.user_id))
-                if not (yield Query(sql.UPDATE_FACT, params)):
-                    found = yield Query(sql.FACT_OWNER, (fact.id,))
-                    if not found or found[0][0] != user_key(fact.user_id):
-                        raise ConflictError(f"fact {fact.id!r} does not exist for user {fact.user_id!r}")
-                    raise ConflictError(f"fact {fact.id!r} was already ended; reload and retry")
-            for fact in added:
-                if (yield Query(sql.FACT_EXISTS, (fact.id,))):
-                    raise ConflictError(f"fact {fact.id!r} already exists")
-                row = (fact.id, user_key(fact.user_id), fact_to_json(fact), fact.valid_from, fact.valid_to)
-                yield Query(sql.INSERT_FACT, row)
-
-        self._run("write facts", flow, "transaction", retry=False)
+        self.db.run(_write_facts(added, changed))
 
     def list_facts(
         self, *, user_id: str | None, valid_at: datetime | None = None, open_only: bool = False
     ) -> list[Fact]:
-        key = user_key(user_id)
-        if valid_at is not None:
-            query = Query(sql.LIST_FACTS_AT, (key, valid_at, valid_at))
-        else:
-            query = Query(sql.LIST_OPEN_FACTS if open_only else sql.LIST_FACTS, (key,))
+        return self.db.run(_list_facts(user_id, valid_at, open_only))
 
-        def flow() -> Flow[list[Fact]]:
-            rows = yield query
-            return select_facts([fact_from_json(p) for (p,) in rows], valid_at=valid_at, open_only=open_only)
 
-        return self._run("list facts", flow)
+class _HasAsyncDriver(Protocol):
+    db: AsyncDriver  # an AsyncPostgresStore
+
+
+class AsyncPostgresFactStore:
+    """The async twin of :class:`PostgresFactStore`: the same operations on an
+    :class:`~convmem.stores.postgres.AsyncPostgresStore`'s pool (``store.facts()``); it closes with the store."""
+
+    def __init__(self, store: _HasAsyncDriver) -> None:
+        self.db = store.db
+
+    async def write_facts(self, added: Sequence[Fact], changed: Sequence[Fact]) -> None:
+        await self.db.run(_write_facts(added, changed))
+
+    async def list_facts(
+        self, *, user_id: str | None, valid_at: datetime | None = None, open_only: bool = False
+    ) -> list[Fact]:
+        return await self.db.run(_list_facts(user_id, valid_at, open_only))
+
+    async def aclose(self) -> None:
+        """Nothing of its own to release: the pool is the store's."""
 
 
 class PostgresBlockStore(_Shared):
@@ -158,17 +193,17 @@ class PostgresRecallStore(_Shared):
     :class:`~convmem.longterm.recall.store.SearchingRecallStore`: see the module docstring.
     """
 
-    def __init__(self, target: PostgresStore | str | None = None, *, schema: str = "convmem") -> None:
+    def __init__(self, target: _HasDriver | str | None = None, *, schema: str = "convmem") -> None:
         super().__init__(target, schema=schema)
         self._indexes: set[str] = set()  # HNSW indexes known to exist
 
     def has_pgvector(self) -> bool:
         """Whether the server offers the pgvector extension (see the module docstring)."""
-        return self.store.has_pgvector()
+        return self.db.run(has_pgvector())
 
     def searches(self) -> bool:
         """Whether the server searches vectors itself: pgvector was installed when the store opened."""
-        return self.store.db.vector_schema is not None
+        return self.db.vector_schema is not None
 
     def save_docs(self, docs: Sequence[RecallDoc]) -> None:
         self.insert_docs(docs)
@@ -210,7 +245,7 @@ class PostgresRecallStore(_Shared):
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
         if not len(docs):
             return
-        schema = self.store.db.vector_schema
+        schema = self.db.vector_schema
         self._run(
             "save vectors",
             lambda: recall.save_vectors(schema, model, docs, matrix, self._indexes),
@@ -242,7 +277,7 @@ class PostgresRecallStore(_Shared):
 
     def search(self, query: StoreQuery) -> StoreResult:
         text = lexical.words(query.text) if query.text is not None else None
-        schema = self.store.db.vector_schema
+        schema = self.db.vector_schema
         return self._run("search recall documents", lambda: recall.search(schema, query, text))
 
     def missing_vectors(self, user_id: str | None, model: str) -> list[RecallDoc]:

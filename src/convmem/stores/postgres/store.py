@@ -51,6 +51,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...errors import ConfigurationError
 
 try:
@@ -65,8 +67,9 @@ from .._server import AsyncServerStore, Operations, ServerStore
 from . import _ops as ops
 from . import _sessions as sessions
 from ._db import AsyncDriver, Settings, SyncDriver
-from ._ops import Query
-from ._sql import HAS_PGVECTOR
+
+if TYPE_CHECKING:
+    from .longterm import AsyncPostgresFactStore, PostgresBlockStore, PostgresFactStore, PostgresRecallStore
 
 __all__ = ["AsyncPostgresStore", "PostgresStore"]
 
@@ -87,11 +90,6 @@ OPERATIONS = Operations(
     import_jsonl=sessions.import_jsonl,
     page_size=ops.PAGE,
 )
-
-
-def _has_pgvector() -> ops.Flow[bool]:
-    [(count,)] = yield Query(HAS_PGVECTOR)
-    return bool(count)
 
 
 class PostgresStore(ServerStore):
@@ -128,7 +126,26 @@ class PostgresStore(ServerStore):
 
     def has_pgvector(self) -> bool:
         """Whether the server offers the pgvector extension."""
-        return self.db.run(ops.Op("look for pgvector", lambda retried: _has_pgvector()))
+        return self.db.run(ops.has_pgvector())
+
+    # -- long-term memory (needs the ``recall`` extra) ---------------------------------------
+    def facts(self) -> PostgresFactStore:
+        """The facts under this store's schema, on its pool; they close with the store."""
+        from .longterm import PostgresFactStore
+
+        return PostgresFactStore(self)
+
+    def blocks(self) -> PostgresBlockStore:
+        """The working blocks under this store's schema, on its pool; they close with the store."""
+        from .longterm import PostgresBlockStore
+
+        return PostgresBlockStore(self)
+
+    def recall(self) -> PostgresRecallStore:
+        """The recall documents under this store's schema, on its pool; they close with the store."""
+        from .longterm import PostgresRecallStore
+
+        return PostgresRecallStore(self)
 
 
 class AsyncPostgresStore(AsyncServerStore):
@@ -155,4 +172,14 @@ class AsyncPostgresStore(AsyncServerStore):
 
     async def has_pgvector(self) -> bool:
         """Whether the server offers the pgvector extension."""
-        return await self.db.run(ops.Op("look for pgvector", lambda retried: _has_pgvector()))
+        return await self.db.run(ops.has_pgvector())
+
+    def facts(self) -> AsyncPostgresFactStore:
+        """The facts under this store's schema, awaited on its pool; they close with the store.
+
+        Blocks and recall have sync contracts only (see :mod:`convmem.stores.base`): for them, open a
+        :class:`PostgresStore` over the same URL.
+        """
+        from .longterm import AsyncPostgresFactStore
+
+        return AsyncPostgresFactStore(self)

@@ -4,6 +4,8 @@ This is the only place where redis-py exceptions enter convmem: :func:`convert`
 turns each into a :class:`~convmem.errors.StoreError` naming the server as
 ``host:port/db``, never the password.
 
+Both drivers run a flow on the one effect driver (:func:`convmem._effects.drive` /
+:func:`~convmem._effects.adrive`): each request's reply is sent back into it.
 redis-py's own retries are switched off (it would re-send a script whose
 reply was lost, and run it twice). Instead, when the connection fails, an
 operation is started again with backoff until ``retry_for`` seconds have
@@ -19,7 +21,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import redis
 import redis.asyncio
@@ -27,9 +29,10 @@ from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, BusyLoadingError, RedisError, ResponseError
 from redis.retry import Retry
 
+from ..._effects import adrive, drive
 from ...errors import ConfigurationError, StoreError, redact, unchained
 from ._lua import SCRIPTS
-from ._ops import Cmd, Flow, Lua, Op, Request
+from ._ops import Cmd, Lua, Op, Request
 
 __all__ = ["AsyncDriver", "Settings", "SyncDriver", "convert"]
 
@@ -97,18 +100,6 @@ def _backoff(attempt: int) -> float:
     return min(0.5, 0.02 * 2.0**attempt)
 
 
-def _step(gen: Flow[Any], reply: Any, first: bool) -> Request | _Done:
-    try:
-        return next(gen) if first else gen.send(reply)
-    except StopIteration as stop:
-        return _Done(stop.value)
-
-
-@dataclass(frozen=True, slots=True)
-class _Done:
-    value: Any
-
-
 class SyncDriver:
     """Runs operations on a ``redis.Redis`` client (its own connection pool)."""
 
@@ -143,11 +134,8 @@ class SyncDriver:
         deadline = time.monotonic() + self.settings.retry_for
         attempt = 0
         while True:
-            flow, reply, first = op.start(attempt > 0), None, True
             try:
-                while not isinstance(step := _step(flow, reply, first), _Done):
-                    reply, first = self._do(step), False
-                return cast(T, step.value)
+                return drive(op.start(attempt > 0), self._do)
             except RedisError as exc:
                 if not _retry(op, exc) or time.monotonic() >= deadline:
                     raise convert(exc, self.settings, op.what, unknown=_lost(exc) and not _unsent(exc)) from None
@@ -187,11 +175,8 @@ class AsyncDriver:
         deadline = time.monotonic() + self.settings.retry_for
         attempt = 0
         while True:
-            flow, reply, first = op.start(attempt > 0), None, True
             try:
-                while not isinstance(step := _step(flow, reply, first), _Done):
-                    reply, first = await self._do(step), False
-                return cast(T, step.value)
+                return await adrive(op.start(attempt > 0), self._do)
             except RedisError as exc:
                 if not _retry(op, exc) or time.monotonic() >= deadline:
                     raise convert(exc, self.settings, op.what, unknown=_lost(exc) and not _unsent(exc)) from None

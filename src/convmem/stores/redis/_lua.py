@@ -6,7 +6,7 @@ before its first write, so a refused call changes nothing. The sync and the
 async store load the same text.
 
 Keys (``P`` is the store's prefix, ``U`` a user key: ``-`` for no user, ``=`` + the user id; ``S`` a
-session's key, its id scoped by its user with :func:`convmem.stores._writes.scoped`, so two users'
+session's key, its id scoped by its user with :func:`convmem.stores._record.scoped`, so two users'
 sessions of one id are two sessions):
 
 =================  ==========================================================================

@@ -11,24 +11,27 @@ rows disagree with the state read beside them.
 Flows started again after a lost connection get ``retried=True``; the
 append and save-state scripts then recognise their own earlier, committed
 attempt (see :mod:`convmem.stores.redis._lua`). Session keys are scoped by
-user (:func:`convmem.stores._writes.scoped`); :class:`Session` gives the
-session id back.
+user (:func:`convmem.stores._record.scoped`); :func:`resolve` finds a
+session's key and hash, :func:`~convmem.stores.redis._rows.record` decodes it
+into a :class:`~convmem.stores._record.SessionRecord`. Every decision is a
+rule of :mod:`convmem.stores._writes`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from ...errors import SessionNotFoundError, StoreError
-from ...messages import PINNED_ROLES, Message, StoredMessage
+from ...messages import PINNED_ROLES, StoredMessage
 from ...session import LoadedSession, SessionInfo, SessionState
-from .._common import Segment, check_deletable, json_object, now, pick, segments
-from .._writes import check_expected, lost, replayed, scoped, state_for_write, unscoped
+from .._record import Segment, SessionRecord, scoped, segments, unscoped
+from .._writes import check_deletable, check_expected, hidden, lost, now, pick, replayed, saved_state
+from ..base import AppendRequest
 from ..codec import dumps, encode_datetime, encode_state
-from ._rows import Session, member, pairs, row, text
+from ._rows import listed, member, pairs, record, row, text
 
 T = TypeVar("T")
 PAGE = 500  # rows per request when streaming a history
@@ -101,13 +104,16 @@ def stamp() -> tuple[str, int]:
 
 
 # -- shared steps ---------------------------------------------------------------------------------
-def resolve(keys: Keys, session_id: str, user_id: str | None) -> Flow[Session]:
-    """The user's live session named by ``session_id`` or a unique prefix of it."""
+def resolve(keys: Keys, session_id: str, user_id: str | None) -> Flow[tuple[str, dict[bytes, bytes]]]:
+    """The key and hash of the user's live session named by ``session_id`` or a unique prefix of it.
+
+    The hash is not decoded: deleting or retitling a session whose record is damaged still works.
+    """
     ukey = user_key(user_id)
     exact = scoped(user_id, session_id)
     found = pairs((yield Cmd(("HGETALL", keys("s", exact)))))
     if found.get(b"user") == ukey.encode() and found.get(b"deleted") != b"1":
-        return Session(exact, found)
+        return exact, found
     low = exact.encode()
     ids = yield Cmd(("ZRANGEBYLEX", keys("l", ukey), b"[" + low, b"(" + low + b"\xff", "LIMIT", 0, 50))
     flags = yield Pipe([("HMGET", keys("s", i.decode()), "user", "deleted") for i in ids], atomic=False)
@@ -116,12 +122,17 @@ def resolve(keys: Keys, session_id: str, user_id: str | None) -> Flow[Session]:
     found = pairs((yield Cmd(("HGETALL", keys("s", chosen)))))
     if found.get(b"user") != ukey.encode() or found.get(b"deleted") == b"1":
         raise SessionNotFoundError(session_id)  # deleted between the two reads
-    return Session(chosen, found)
+    return chosen, found
 
 
-def chain(keys: Keys, session: Session) -> Flow[list[tuple[str, int | None, str | None]]]:
+def resolved(keys: Keys, session_id: str, user_id: str | None) -> Flow[SessionRecord]:
+    """The user's live session, decoded (see :func:`resolve`)."""
+    return record(*(yield from resolve(keys, session_id, user_id)))
+
+
+def chain(keys: Keys, session: SessionRecord) -> Flow[list[tuple[str, int | None, str | None]]]:
     """``(id, fork_seq, parent_id)`` of the session and its ancestors, nearest first."""
-    out = [(session.id, session.fork_seq, session.parent_id)]
+    out = [(session.key, session.fork_seq, session.parent_key)]
     while out[-1][2] is not None:
         parent = out[-1][2]
         grand, fork_seq = yield Cmd(("HMGET", keys("s", parent), "parent", "fork_seq"))
@@ -129,7 +140,7 @@ def chain(keys: Keys, session: Session) -> Flow[list[tuple[str, int | None, str 
     return out
 
 
-def history(keys: Keys, session: Session) -> Flow[list[Segment]]:
+def history(keys: Keys, session: SessionRecord) -> Flow[list[Segment]]:
     return segments([(i, f) for i, f, _ in (yield from chain(keys, session))])
 
 
@@ -151,17 +162,10 @@ def merged(replies: Sequence[Sequence[bytes]], session_id: str) -> list[StoredMe
 
 
 # -- messages -------------------------------------------------------------------------------------
-def append(
-    keys: Keys,
-    session_id: str,
-    messages: Sequence[tuple[Message, int]],
-    user_id: str | None,
-    model: str | None,
-    expected_seq: int | None = None,
-    expected_version: int | None = None,
-    state: SessionState | None = None,
-) -> Op[list[int]]:
-    saved = state_for_write(state, expected_version)
+def append(keys: Keys, request: AppendRequest, saved: SessionState | None) -> Op[list[int]]:
+    """One script: check the writer's view and the ids, allocate seqs, write the batch (and ``saved``, its state)."""
+    session_id, messages, user_id, model = request.session_id, request.messages, request.user_id, request.model
+    expected_seq, expected_version = request.expected_seq, request.expected_version
     rows: list[Any] = []
     for message, tokens in messages:
         rows += [message.id or "", int(message.role in PINNED_ROLES), tokens, member(message, tokens)]
@@ -178,7 +182,7 @@ def append(
         if tag == b"lost":
             raise lost(session_id, expected_seq or 0)
         if tag == b"notfound":
-            raise SessionNotFoundError(session_id)  # hidden while its forks live; its id stays taken
+            raise hidden(session_id)
         if tag == b"stale":
             check_expected(session_id, (int(reply[1]), int(reply[2])), expected_seq, expected_version)
         if tag == b"held":
@@ -195,7 +199,7 @@ def append(
 
 def load(keys: Keys, session_id: str, user_id: str | None, unfolded_limit: int) -> Op[LoadedSession]:
     def flow(retried: bool) -> Flow[LoadedSession]:
-        session = yield from resolve(keys, session_id, user_id)
+        session = yield from resolved(keys, session_id, user_id)
         state = session.state()
         segs = yield from history(keys, session)
         last = session.next_seq - 1
@@ -210,16 +214,14 @@ def load(keys: Keys, session_id: str, user_id: str | None, unfolded_limit: int) 
                         ("ZREVRANGEBYSCORE", keys("m", seg.session_id), span[1], span[0], "LIMIT", 0, unfolded_limit)
                     )
         replies = yield Pipe([*pinned, *window, *tail])
-        unfolded = [row(raw, session.id) for reply in replies[len(pinned) + len(window) :] for raw in reply][
+        unfolded = [row(raw, session.key) for reply in replies[len(pinned) + len(window) :] for raw in reply][
             :unfolded_limit
         ]
-        return LoadedSession(
-            session.info(),
+        return session.loaded(
             state,
-            merged(replies[: len(pinned)], session.id),
-            merged(replies[len(pinned) : len(pinned) + len(window)], session.id),
+            merged(replies[: len(pinned)], session.key),
+            merged(replies[len(pinned) : len(pinned) + len(window)], session.key),
             unfolded[::-1],
-            session.next_seq,
         )
 
     return Op(f"load session {session_id!r}", flow)
@@ -227,7 +229,7 @@ def load(keys: Keys, session_id: str, user_id: str | None, unfolded_limit: int) 
 
 def segments_of(keys: Keys, session_id: str, user_id: str | None, to_seq: int | None) -> Op[tuple[list[Segment], int]]:
     def flow(retried: bool) -> Flow[tuple[list[Segment], int]]:
-        session = yield from resolve(keys, session_id, user_id)
+        session = yield from resolved(keys, session_id, user_id)
         segs = yield from history(keys, session)
         last = session.next_seq - 1
         return segs, last if to_seq is None else min(to_seq, last)
@@ -245,7 +247,7 @@ def page(keys: Keys, segs: list[Segment], lo: int, hi: int) -> Op[list[StoredMes
 def save_state(
     keys: Keys, session_id: str, state: SessionState, expected_version: int, user_id: str | None
 ) -> Op[SessionState]:
-    saved = replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)
+    saved = saved_state(state, expected_version)
     encoded = dumps(encode_state(saved))
     ukey = user_key(user_id)
 
@@ -253,7 +255,7 @@ def save_state(
         target = scoped(user_id, session_id)
         reply = yield keys.script("save_state", target, ukey, *stamp(), expected_version, encoded, int(retried))
         if reply[0] == b"notfound":
-            target = (yield from resolve(keys, session_id, user_id)).id  # a prefix, or not found
+            target = (yield from resolve(keys, session_id, user_id))[0]  # a prefix, or not found
             reply = yield keys.script("save_state", target, ukey, *stamp(), expected_version, encoded, int(retried))
         if reply[0] == b"conflict":
             check_expected(unscoped(target), (0, int(reply[1])), None, expected_version)
@@ -271,24 +273,24 @@ def delete_messages(
     expected = "" if expected_seq is None else expected_seq
 
     def flow(retried: bool) -> Flow[None]:
-        session = yield from resolve(keys, session_id, user_id)
-        reply = yield keys.script("delete_messages", session.id, user_key(user_id), *stamp(), expected, *doomed)
+        key, _ = yield from resolve(keys, session_id, user_id)
+        reply = yield keys.script("delete_messages", key, user_key(user_id), *stamp(), expected, *doomed)
         if reply[0] == b"notfound":
             raise SessionNotFoundError(session_id)
         if reply[0] == b"stale":
-            check_expected(session.name, (int(reply[1]), int(reply[2])), expected_seq, None)
+            check_expected(unscoped(key), (int(reply[1]), int(reply[2])), expected_seq, None)
         if reply[0] == b"refused":
             fork_seq = int(reply[1]) if reply[1] else None
             forks = [(unscoped(c.decode()), int(at)) for c, at in zip(reply[2::2], reply[3::2], strict=True)]
-            check_deletable(session.name, set(doomed), fork_seq, forks)
-            raise StoreError(f"session {session.name!r}: messages shared with a fork cannot be deleted")
+            check_deletable(unscoped(key), set(doomed), fork_seq, forks)
+            raise StoreError(f"session {unscoped(key)!r}: messages shared with a fork cannot be deleted")
 
     return Op(f"delete messages of session {session_id!r}", flow)
 
 
 def get_session(keys: Keys, session_id: str, user_id: str | None) -> Op[SessionInfo]:
     def flow(retried: bool) -> Flow[SessionInfo]:
-        return (yield from resolve(keys, session_id, user_id)).info()
+        return (yield from resolved(keys, session_id, user_id)).info()
 
     return Op(f"read session {session_id!r}", flow)
 
@@ -302,7 +304,20 @@ def list_sessions(keys: Keys, user_id: str | None, limit: int | None) -> Op[list
             found = yield Pipe([("HGETALL", keys("s", i)) for i in ids], atomic=False)
             gone = [i for i, f in zip(ids, found, strict=True) if not f]
             if not gone:
-                return [Session(i, pairs(f)).listed(user_id) for i, f in zip(ids, found, strict=True)]
+                return [listed(i, pairs(f), user_id) for i, f in zip(ids, found, strict=True)]
             yield Cmd(("ZREM", index, *gone))  # sessions whose TTL ran out: drop them from the index
 
     return Op("list sessions", flow)
+
+
+def has_search() -> Op[bool]:
+    """Whether the server has the RediSearch module."""
+
+    def flow(retried: bool) -> Flow[bool]:
+        modules = yield Cmd(("MODULE", "LIST"))
+        # redis-py gives each module as a dict (or, without its reply callback, as a flat list of pairs).
+        fields = [m if isinstance(m, dict) else dict(zip(m[::2], m[1::2], strict=True)) for m in modules]
+        names = {str(f.get(b"name", b""), "utf-8").lower() for f in fields}
+        return bool(names & {"search", "ft", "searchlight"})
+
+    return Op("list modules", flow)

@@ -1,4 +1,5 @@
-"""Rows of the Redis store as read: the session hash and the message members, decoded.
+"""Rows of the Redis store as read: the session hash (as a :class:`~convmem.stores._record.SessionRecord`)
+and the message members, decoded.
 
 Damaged data (a hash field that is not a number, a member that is not ``seq|tokens|idlen|id``
 followed by a message's JSON, a state that does not decode) is a
@@ -8,17 +9,14 @@ followed by a message's JSON, a state that does not decode) is a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ...errors import StoreError
 from ...messages import Message, StoredMessage
-from ...session import SessionInfo, SessionState
-from .._common import damaged_info
-from .._writes import unscoped
-from ..codec import READ_ERRORS, corrupt, decode_datetime, dumps, encode_message, read_row, read_state
-from ..codec import loads as json_loads
+from ...session import SessionInfo
+from .._record import SessionRecord, damaged_info, unscoped
+from ..codec import READ_ERRORS, corrupt, dumps, encode_message, read_row
 
-__all__ = ["BACKEND", "Session", "member", "pairs", "row", "text"]
+__all__ = ["BACKEND", "listed", "member", "pairs", "record", "row", "text"]
 
 BACKEND = "redis"
 
@@ -27,69 +25,50 @@ def text(value: bytes | None) -> str | None:
     return None if value is None else value.decode()
 
 
-@dataclass(frozen=True, slots=True)
-class Session:
-    """A session hash, decoded; ``id`` is its scoped key, ``name`` the session id."""
+def record(key: str, fields: dict[bytes, bytes]) -> SessionRecord:
+    """A session hash decoded (``key``: the scoped session id); a field that is not a number is a StoreError."""
+    name = unscoped(key)
 
-    id: str
-    fields: dict[bytes, bytes]
-
-    @property
-    def name(self) -> str:
-        return unscoped(self.id)
-
-    def _int(self, name: str) -> int:
+    def number(field: bytes) -> int:
         try:
-            return int(self.fields.get(name.encode(), b"0"))
+            return int(fields.get(field, b"0"))
         except READ_ERRORS as exc:
-            raise corrupt(BACKEND, self.name, None, f"its {name}: {exc}") from None
+            raise corrupt(BACKEND, name, None, f"its {field.decode()}: {exc}") from None
 
-    @property
-    def next_seq(self) -> int:
-        return self._int("next_seq")
+    user = fields.get(b"user", b"")
+    if not user:
+        raise corrupt(BACKEND, name, None, "its user is missing")
+    parent = text(fields.get(b"parent"))
+    return SessionRecord(
+        BACKEND,
+        key,
+        name,
+        None if user == b"-" else user[1:].decode(errors="surrogateescape"),
+        fields.get(b"title"),
+        fields.get(b"model"),
+        fields.get(b"metadata", b""),
+        fields.get(b"created", b""),
+        fields.get(b"updated", b""),
+        fields.get(b"state", b""),
+        number(b"version"),
+        number(b"next_seq"),
+        number(b"count"),
+        number(b"tokens"),
+        parent,
+        None if parent is None else unscoped(parent),
+        None if b"fork_seq" not in fields else number(b"fork_seq"),
+        number(b"base_count"),
+        number(b"base_tokens"),
+        fields.get(b"deleted") == b"1",
+    )
 
-    @property
-    def parent_id(self) -> str | None:
-        return text(self.fields.get(b"parent"))
 
-    @property
-    def fork_seq(self) -> int | None:
-        return None if b"fork_seq" not in self.fields else self._int("fork_seq")
-
-    def info(self) -> SessionInfo:
-        """The session's info; a corrupt record is a StoreError naming the session."""
-        f = self.fields
-        try:
-            user = f[b"user"].decode()
-            parent = self.parent_id
-            metadata = json_loads(f[b"metadata"])
-            if not isinstance(metadata, dict):
-                raise ValueError(f"metadata must be an object, got {type(metadata).__name__}")
-            return SessionInfo(
-                self.name,
-                None if user == "-" else user[1:],
-                text(f.get(b"title")),
-                text(f.get(b"model")),
-                metadata,
-                decode_datetime(f[b"created"].decode()),
-                decode_datetime(f[b"updated"].decode()),
-                self._int("base_count") + self._int("count"),
-                self._int("base_tokens") + self._int("tokens"),
-                None if parent is None else unscoped(parent),
-                self.fork_seq,
-            )
-        except READ_ERRORS as exc:
-            raise corrupt(BACKEND, self.name, None, exc) from None
-
-    def listed(self, user_id: str | None) -> SessionInfo:
-        """The info ``list_sessions`` shows: a corrupt record is listed as damaged, not raised."""
-        try:
-            return self.info()
-        except StoreError as exc:
-            return damaged_info(self.name, user_id, exc)
-
-    def state(self) -> SessionState:
-        return read_state(BACKEND, self.name, self.fields.get(b"state", b""), version=self._int("version"))
+def listed(key: str, fields: dict[bytes, bytes], user_id: str | None) -> SessionInfo:
+    """The info ``list_sessions`` shows: a corrupt hash is listed as damaged, not raised."""
+    try:
+        return record(key, fields).listed()
+    except StoreError as exc:
+        return damaged_info(unscoped(key), user_id, exc)
 
 
 def pairs(flat: Sequence[bytes] | dict[bytes, bytes]) -> dict[bytes, bytes]:

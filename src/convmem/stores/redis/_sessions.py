@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from ...errors import SessionNotFoundError, StoreError
+from ...errors import SessionNotFoundError
 from ...messages import PINNED_ROLES
 from ...session import SessionInfo
-from .._common import export_header, export_line, fork_state, json_object, new_session_id, now, parse_export, segments
-from .._writes import scoped, unscoped
+from .._export import export_session, parse_export
+from .._record import scoped, segments, unscoped
+from .._writes import check_fork, fork_home, fork_state, json_object, new_session_id, now, taken
 from ..codec import dumps, encode_datetime, encode_state
 from ._ops import (
     Cmd,
@@ -31,11 +32,12 @@ from ._ops import (
     optional,
     ranges,
     resolve,
+    resolved,
     score,
     stamp,
     user_key,
 )
-from ._rows import Session, member, pairs
+from ._rows import BACKEND, member, pairs, record
 
 
 def update_session(
@@ -44,19 +46,19 @@ def update_session(
     encoded = optional(dumps(json_object(metadata)) if metadata is not None else None)
 
     def flow(retried: bool) -> Flow[SessionInfo]:
-        session = yield from resolve(keys, session_id, user_id)
-        found = yield keys.script("update", session.id, user_key(user_id), *stamp(), optional(title), encoded)
+        key, _ = yield from resolve(keys, session_id, user_id)
+        found = yield keys.script("update", key, user_key(user_id), *stamp(), optional(title), encoded)
         if not found:
             raise SessionNotFoundError(session_id)
-        return Session(session.id, pairs(found)).info()
+        return record(key, pairs(found)).info()
 
     return Op(f"update session {session_id!r}", flow)
 
 
 def delete_session(keys: Keys, session_id: str, user_id: str | None) -> Op[None]:
     def flow(retried: bool) -> Flow[None]:
-        session = yield from resolve(keys, session_id, user_id)
-        if not (yield keys.script("delete", session.id, user_key(user_id))):
+        key, _ = yield from resolve(keys, session_id, user_id)
+        if not (yield keys.script("delete", key, user_key(user_id))):
             raise SessionNotFoundError(session_id)
 
     return Op(f"delete session {session_id!r}", flow, retry=False)
@@ -75,11 +77,8 @@ def fork(keys: Keys, session_id: str, at_seq: int, user_id: str | None) -> Op[Se
     ukey = user_key(user_id)
 
     def flow(retried: bool) -> Flow[SessionInfo]:
-        source = yield from resolve(keys, session_id, user_id)
-        if not 0 <= at_seq < source.next_seq:
-            raise StoreError(
-                f"cannot fork session {source.name!r} at seq {at_seq}: its seqs run from 0 to {source.next_seq - 1}"
-            )
+        source = yield from resolved(keys, session_id, user_id)
+        check_fork(source.id, source.next_seq, at_seq)
         ancestors = yield from chain(keys, source)
         spans = [
             (seg.session_id, *span)
@@ -87,21 +86,19 @@ def fork(keys: Keys, session_id: str, at_seq: int, user_id: str | None) -> Op[Se
             if (span := seg.clip(0, at_seq)) is not None
         ]
         shared = [value for span in spans for value in span]
-        home = 0  # branch from the session where the shared history really lives
-        while (branched := ancestors[home][1]) is not None and ancestors[home][2] is not None and at_seq <= branched:
-            home += 1
+        home = fork_home([(i, f) for i, f, _ in ancestors], at_seq)
         fork_id = scoped(user_id, new_session_id())
         while True:
-            probe = yield keys.script("fork", source.id, ukey, at_seq, *[""] * 7, *shared)
-            _check_fork(probe, source.name, at_seq)
+            probe = yield keys.script("fork", source.key, ukey, at_seq, *[""] * 7, *shared)
+            _check_fork(probe, source.id, at_seq)
             count, tokens = int(probe[1]), int(probe[2])
             state = dumps(encode_state(fork_state(source.state(), at_seq, messages=count)))
             args = (fork_id, *stamp(), ancestors[home][0], state, count, tokens)
-            reply = yield keys.script("fork", source.id, ukey, at_seq, *args, *shared)
-            _check_fork(reply, source.name, at_seq)
+            reply = yield keys.script("fork", source.key, ukey, at_seq, *args, *shared)
+            _check_fork(reply, source.id, at_seq)
             if reply[0] == b"ok":
                 found = yield Cmd(("HGETALL", keys("s", fork_id)))
-                return Session(fork_id, pairs(found)).info()
+                return record(fork_id, pairs(found)).info()
 
     return Op(f"fork session {session_id!r}", flow, retry=False)
 
@@ -110,18 +107,14 @@ def _check_fork(reply: Any, session_id: str, at_seq: int) -> None:
     if reply[0] == b"notfound":
         raise SessionNotFoundError(session_id)
     if reply[0] == b"range":
-        raise StoreError(
-            f"cannot fork session {session_id!r} at seq {at_seq}: its seqs run from 0 to {int(reply[1]) - 1}"
-        )
+        check_fork(session_id, int(reply[1]), at_seq)
 
 
 def export_jsonl(keys: Keys, session_id: str, user_id: str | None) -> Op[bytes]:
     def flow(retried: bool) -> Flow[bytes]:
-        session = yield from resolve(keys, session_id, user_id)
+        session = yield from resolved(keys, session_id, user_id)
         segs = yield from history(keys, session)
-        rows = merged((yield Pipe(ranges(keys, segs, 0, session.next_seq - 1))), session.id)
-        header = export_header(session.info(), session.state(), session.next_seq)
-        return b"".join([header, *map(export_line, rows)])
+        return export_session(session, merged((yield Pipe(ranges(keys, segs, 0, session.next_seq - 1))), session.key))
 
     return Op(f"export session {session_id!r}", flow)
 
@@ -140,7 +133,7 @@ def import_jsonl(keys: Keys, data: bytes | str, user_id: str | None) -> Op[Sessi
         key = scoped(user_id, parsed.id)
         reply = yield keys.script("import", key, ukey, created, *updated, *header, *state, len(parsed.rows), *rows)
         if reply[0] == b"taken":  # the user's own session of that id
-            raise StoreError(f"import: session id {parsed.id!r} is taken; nothing was imported")
-        return parsed.info(user_id)
+            raise taken(parsed.id)
+        return parsed.record(BACKEND, key, user_id).info()
 
     return Op(f"import session {parsed.id!r}", flow, retry=False)

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ...errors import ConflictError
 from ...longterm.blocks.store import BlockRecord, check_save
@@ -50,59 +50,96 @@ from ...longterm.recall.store import StoreQuery, StoreResult
 from .._longterm_codec import block_from_json, block_to_json, doc_from_json, fact_from_json, fact_to_json
 from . import _recall as recall
 from . import _rsearch as rsearch
-from ._ops import Cmd, Flow, Keys, Op, user_key
-from .store import RedisStore
+from ._db import AsyncDriver, Settings, SyncDriver
+from ._ops import Cmd, Flow, Keys, Op, has_search, user_key
 
-__all__ = ["RedisBlockStore", "RedisFactStore", "RedisRecallStore"]
+__all__ = ["AsyncRedisFactStore", "RedisBlockStore", "RedisFactStore", "RedisRecallStore"]
 
 T = TypeVar("T")
 
 
+class _HasDriver(Protocol):
+    db: SyncDriver  # a RedisStore: the long-term stores run on its client, under its prefix
+    keys: Keys
+
+
 class _Shared:
-    def __init__(self, target: RedisStore | str | None = None, *, prefix: str = "convmem:") -> None:
-        if isinstance(target, RedisStore):
-            self.store, self._owned = target, False
-        else:
-            self.store, self._owned = RedisStore(target, prefix=prefix), True
-        self.keys = Keys(self.store.keys.prefix)  # the store's prefix, without its session TTL
+    def __init__(self, target: _HasDriver | str | None = None, *, prefix: str = "convmem:") -> None:
+        if target is not None and not isinstance(target, str):
+            self.db, self._owned, prefix = target.db, False, target.keys.prefix  # closes with the store
+        else:  # its own client, as a RedisStore with the same URL opens it
+            self.db, self._owned = SyncDriver(Settings.of(target, 5.0, 10.0, 50)), True
+        self.keys = Keys(prefix)  # the store's prefix, without its session TTL
 
     def _run(self, what: str, flow: Callable[[], Flow[T]], *, retry: bool = True) -> T:
-        return self.store.db.run(Op(what, lambda retried: flow(), retry))
+        return self.db.run(Op(what, lambda retried: flow(), retry))
 
     def close(self) -> None:
         if self._owned:
-            self.store.close()
+            self.db.close()
+
+
+def _write_facts(keys: Keys, added: Sequence[Fact], changed: Sequence[Fact]) -> Op[None]:
+    args: list[Any] = []
+    for fact, is_changed in [*((f, 1) for f in changed), *((f, 0) for f in added)]:
+        args += [user_key(fact.user_id), fact.id, fact_to_json(fact), int(fact.valid_to is None), is_changed]
+
+    def flow(retried: bool) -> Flow[None]:
+        reply = yield keys.script("write_facts", *args)
+        tag, fact_id = reply[0], reply[1].decode() if len(reply) > 1 else ""
+        owner = next((f.user_id for f in [*changed, *added] if f.id == fact_id), None)
+        if tag == b"missing":
+            raise ConflictError(f"fact {fact_id!r} does not exist for user {owner!r}")
+        if tag == b"ended":
+            raise ConflictError(f"fact {fact_id!r} was already ended; reload and retry")
+        if tag == b"exists":
+            raise ConflictError(f"fact {fact_id!r} already exists")
+
+    return Op("write facts", flow, retry=False)
+
+
+def _list_facts(keys: Keys, user_id: str | None, valid_at: datetime | None, open_only: bool) -> Op[list[Fact]]:
+    def flow(retried: bool) -> Flow[list[Fact]]:
+        rows = yield Cmd(("HVALS", keys("f", user_key(user_id))))
+        return select_facts([fact_from_json(r) for r in rows], valid_at=valid_at, open_only=open_only)
+
+    return Op("list facts", flow)
 
 
 class RedisFactStore(_Shared):
     """A :class:`~convmem.longterm.facts.FactStore` in Redis."""
 
     def write_facts(self, added: Sequence[Fact], changed: Sequence[Fact]) -> None:
-        args: list[Any] = []
-        for fact, is_changed in [*((f, 1) for f in changed), *((f, 0) for f in added)]:
-            args += [user_key(fact.user_id), fact.id, fact_to_json(fact), int(fact.valid_to is None), is_changed]
-
-        def flow() -> Flow[None]:
-            reply = yield self.keys.script("write_facts", *args)
-            tag, fact_id = reply[0], reply[1].decode() if len(reply) > 1 else ""
-            owner = next((f.user_id for f in [*changed, *added] if f.id == fact_id), None)
-            if tag == b"missing":
-                raise ConflictError(f"fact {fact_id!r} does not exist for user {owner!r}")
-            if tag == b"ended":
-                raise ConflictError(f"fact {fact_id!r} was already ended; reload and retry")
-            if tag == b"exists":
-                raise ConflictError(f"fact {fact_id!r} already exists")
-
-        self._run("write facts", flow, retry=False)
+        self.db.run(_write_facts(self.keys, added, changed))
 
     def list_facts(
         self, *, user_id: str | None, valid_at: datetime | None = None, open_only: bool = False
     ) -> list[Fact]:
-        def flow() -> Flow[list[Fact]]:
-            rows = yield Cmd(("HVALS", self.keys("f", user_key(user_id))))
-            return select_facts([fact_from_json(r) for r in rows], valid_at=valid_at, open_only=open_only)
+        return self.db.run(_list_facts(self.keys, user_id, valid_at, open_only))
 
-        return self._run("list facts", flow)
+
+class _HasAsyncDriver(Protocol):
+    db: AsyncDriver  # an AsyncRedisStore
+    keys: Keys
+
+
+class AsyncRedisFactStore:
+    """The async twin of :class:`RedisFactStore`: the same scripts on an
+    :class:`~convmem.stores.redis.AsyncRedisStore`'s client (``store.facts()``); it closes with the store."""
+
+    def __init__(self, store: _HasAsyncDriver) -> None:
+        self.db, self.keys = store.db, Keys(store.keys.prefix)
+
+    async def write_facts(self, added: Sequence[Fact], changed: Sequence[Fact]) -> None:
+        await self.db.run(_write_facts(self.keys, added, changed))
+
+    async def list_facts(
+        self, *, user_id: str | None, valid_at: datetime | None = None, open_only: bool = False
+    ) -> list[Fact]:
+        return await self.db.run(_list_facts(self.keys, user_id, valid_at, open_only))
+
+    async def aclose(self) -> None:
+        """Nothing of its own to release: the client is the store's."""
 
 
 class RedisBlockStore(_Shared):
@@ -142,10 +179,10 @@ class RedisRecallStore(_Shared):
     and, when the server has RediSearch, makes the lexical index (see :mod:`convmem.stores.redis._rsearch`).
     """
 
-    def __init__(self, target: RedisStore | str | None = None, *, prefix: str = "convmem:") -> None:
+    def __init__(self, target: _HasDriver | str | None = None, *, prefix: str = "convmem:") -> None:
         super().__init__(target, prefix=prefix)
         self._run("upgrade recall documents", lambda: recall.upgrade(self.keys))
-        self.module = self.store.has_search()
+        self.module = self.db.run(has_search())
         if self.module:
             self._run("make the lexical index", lambda: rsearch.ensure_lexical(self.keys))
         self._indexes: set[tuple[str, int]] = set()  # vector indexes known to exist

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from functools import partial
+from typing import TYPE_CHECKING
 
 from ...errors import ConfigurationError
 
@@ -64,7 +65,10 @@ from .._server import AsyncServerStore, Operations, ServerStore
 from . import _ops as ops
 from . import _sessions as sessions
 from ._db import AsyncDriver, Settings, SyncDriver
-from ._ops import Cmd, Flow, Keys
+from ._ops import Keys
+
+if TYPE_CHECKING:
+    from .longterm import AsyncRedisFactStore, RedisBlockStore, RedisFactStore, RedisRecallStore
 
 __all__ = ["AsyncRedisStore", "RedisStore"]
 
@@ -94,14 +98,6 @@ def _operations(keys: Keys) -> Operations:
         import_jsonl=partial(sessions.import_jsonl, keys),
         page_size=ops.PAGE,
     )
-
-
-def _modules() -> Flow[bool]:
-    modules = yield Cmd(("MODULE", "LIST"))
-    # redis-py gives each module as a dict (or, without its reply callback, as a flat list of pairs).
-    fields = [m if isinstance(m, dict) else dict(zip(m[::2], m[1::2], strict=True)) for m in modules]
-    names = {str(f.get(b"name", b""), "utf-8").lower() for f in fields}
-    return bool(names & {"search", "ft", "searchlight"})
 
 
 class RedisStore(ServerStore):
@@ -140,7 +136,26 @@ class RedisStore(ServerStore):
 
     def has_search(self) -> bool:
         """Whether the server has the RediSearch module (vector search)."""
-        return self.db.run(ops.Op("list modules", lambda retried: _modules()))
+        return self.db.run(ops.has_search())
+
+    # -- long-term memory (needs the ``recall`` extra) ---------------------------------------
+    def facts(self) -> RedisFactStore:
+        """The facts under this store's prefix, on its client; they close with the store."""
+        from .longterm import RedisFactStore
+
+        return RedisFactStore(self)
+
+    def blocks(self) -> RedisBlockStore:
+        """The working blocks under this store's prefix, on its client; they close with the store."""
+        from .longterm import RedisBlockStore
+
+        return RedisBlockStore(self)
+
+    def recall(self) -> RedisRecallStore:
+        """The recall documents under this store's prefix, on its client; they close with the store."""
+        from .longterm import RedisRecallStore
+
+        return RedisRecallStore(self)
 
 
 class AsyncRedisStore(AsyncServerStore):
@@ -166,4 +181,14 @@ class AsyncRedisStore(AsyncServerStore):
 
     async def has_search(self) -> bool:
         """Whether the server has the RediSearch module (vector search)."""
-        return await self.db.run(ops.Op("list modules", lambda retried: _modules()))
+        return await self.db.run(ops.has_search())
+
+    def facts(self) -> AsyncRedisFactStore:
+        """The facts under this store's prefix, awaited on its client; they close with the store.
+
+        Blocks and recall have sync contracts only (see :mod:`convmem.stores.base`): for them, open a
+        :class:`RedisStore` over the same URL.
+        """
+        from .longterm import AsyncRedisFactStore
+
+        return AsyncRedisFactStore(self)

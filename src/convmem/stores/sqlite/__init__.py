@@ -1,9 +1,8 @@
 """The SQLite backend: the default persistent store, and long-term memory in the same file.
 
 ==================  ===========================================================
-``store.py``        :class:`SQLiteStore` / :class:`AsyncSQLiteStore` (sessions and messages)
-``_sessions.py``    session management: list, retitle, delete, expire, fork, export, import
-``_base.py``        what every operation shares: rows, lookups, fork chains
+``store.py``        :class:`SQLiteStore` / :class:`AsyncSQLiteStore`: every operation of the contract
+``_rows.py``        the tables as records: session rows decoded and encoded, fork-chain reads
 ``_db.py``          one connection: pragmas, migrations, transactions, error conversion
 ``_sql.py``         the SQL text and the append-only list of migrations
 ``longterm.py``     facts, working blocks and recall (FTS5 + vectors); needs the ``recall`` extra

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ...errors import ConvmemError, StoreError
-from .._common import now
+from .._writes import now
 from ..codec import encode_datetime
 from ._sql import APPLIED, CREATE_MIGRATIONS, HAS_MIGRATIONS, MIGRATIONS, RECORD_MIGRATION
 

@@ -33,7 +33,7 @@ import os
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from ...errors import ConflictError, StoreError
 from ...longterm.blocks.store import BlockRecord, check_save
@@ -47,7 +47,6 @@ from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fa
 from ..codec import decode_datetime, encode_datetime
 from . import _sql as sql
 from ._db import Database
-from .store import SQLiteStore
 
 __all__ = ["SQLiteBlockStore", "SQLiteFactStore", "SQLiteRecallStore", "fts_query", "fts_terms"]
 
@@ -68,14 +67,18 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(fts_terms(text)) or None
 
 
+class _HasDatabase(Protocol):
+    db: Database  # a SQLiteStore: the long-term stores share its connection
+
+
 class _Shared:
-    def __init__(self, target: SQLiteStore | Database | str | os.PathLike[str] | None) -> None:
-        if isinstance(target, SQLiteStore):
-            self.db, self._owned = target.db, False
-        elif isinstance(target, Database):
+    def __init__(self, target: _HasDatabase | Database | str | os.PathLike[str] | None) -> None:
+        if isinstance(target, Database):
             self.db, self._owned = target, False
-        else:
+        elif target is None or isinstance(target, str | os.PathLike):
             self.db, self._owned = Database(target), True
+        else:
+            self.db, self._owned = target.db, False  # a SQLiteStore's: closes with the store
 
     def close(self) -> None:
         if self._owned:
