@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from convmem.errors import ConfigurationError
 from convmem.messages import Message
 from convmem.policy.assembly import assemble, measure
 from convmem.policy.cut import cut_irreducible
@@ -61,3 +66,13 @@ def test_assemble_cuts_only_when_over_and_truncates_only_what_is_still_over() ->
     assert truncated.truncated == ((2, 62, truncated.account.window),)
     assert truncated.tokens <= 43
     assert WORDS.count_message(Message(role="user", content=truncated.messages[-1]["content"])) <= 40
+
+
+def test_an_unknown_format_is_refused_before_the_previous_layouts_change() -> None:
+    built = window(user(4))
+    previous: dict[str, Any] = {}
+    assemble(request(built), previous)
+    kept = dict(previous)
+    with pytest.raises(ConfigurationError, match="unknown format 'gemini'"):
+        assemble(request(built, format="gemini"), previous)
+    assert previous == kept

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from convmem.errors import ConfigurationError
 from convmem.formats.openai import to_openai, to_openai_messages
 from convmem.messages import Message, TextPart
 from convmem.policy.context import Truncation
@@ -99,7 +100,7 @@ def test_an_unknown_format_is_refused() -> None:
     built = window(user(1))
     assembly = request(built, format="gemini")
     draft = first_draft(assembly)
-    with pytest.raises(ValueError, match="unknown format 'gemini'"):
+    with pytest.raises(ConfigurationError, match="unknown format 'gemini'"):
         render(assembly, draft, span(built, draft))
 
 

@@ -48,13 +48,14 @@ Example::
 
 from __future__ import annotations
 
+from ..errors import ConfigurationError
 from .blockfit import BlockText, block_tokens
 from .context import Account, Context
 from .cut import cut, cut_irreducible
 from .draft import Assembly, Draft, Overflow, SummaryText, first_draft, summary_message
 from .placement import default_block_template
 from .prefix import Layout, Stable, describe, reused
-from .render import Span, render, span
+from .render import FORMATS, Span, render, span
 
 __all__ = [
     "Assembly",
@@ -75,9 +76,12 @@ def assemble(request: Assembly, previous: dict[str, Layout] | None = None) -> Co
     is measured against it, and this context's layout replaces it.
 
     Raises:
+        ConfigurationError: ``request.format`` is not one of the three.
         ContextOverflowError: the irreducible part does not fit and ``on_overflow`` is ``"raise"``, or
             it does not fit even truncated.
     """
+    if request.format not in FORMATS:  # before anything is measured, so ``previous`` stays as it was
+        raise ConfigurationError(f"unknown format {request.format!r}; expected openai, anthropic or responses")
     overhead = request.overhead()
     available = request.budget - request.reserve - overhead
     draft = first_draft(request)

@@ -16,13 +16,16 @@ from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any, NamedTuple
 
+from ..errors import ConfigurationError
 from ..messages import Message
 from .draft import Assembly, Draft
 from .placement import Placed, with_prefix
 from .prefix import WindowTail
 from .units import Window
 
-__all__ = ["Span", "ordered", "render", "span"]
+__all__ = ["FORMATS", "Span", "ordered", "render", "span"]
+
+FORMATS = frozenset({"openai", "anthropic", "responses"})
 
 Rendered = tuple[list[dict[str, Any]], str | list[dict[str, Any]] | None]
 
@@ -82,7 +85,7 @@ def render(request: Assembly, draft: Draft, sent: Span, marks: Sequence[int] = (
     ``marks`` are the indexes in :func:`ordered` of the messages an Anthropic ``cache_control`` ends.
 
     Raises:
-        ValueError: the format is not one of the three.
+        ConfigurationError: the format is not one of :data:`FORMATS`.
     """
     if request.format == "openai" and request.render_openai is not None and draft.truncated is None:
         return _from_cache(request, draft, sent, request.render_openai), None
@@ -153,4 +156,4 @@ def _render(format: str, messages: list[Message], marks: Sequence[int] = ()) -> 
         return list(request.messages), request.system
     if format == "responses":
         return responses.to_responses(messages, drop_names=True), None
-    raise ValueError(f"unknown format {format!r}; expected openai, anthropic or responses")
+    raise ConfigurationError(f"unknown format {format!r}; expected openai, anthropic or responses")
