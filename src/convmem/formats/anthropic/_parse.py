@@ -22,6 +22,7 @@ from .._common import (
     copy_json,
     each,
     fail,
+    keep_nested,
     listing,
     mapping,
     object_arguments,
@@ -166,9 +167,7 @@ def _part_from(b: Mapping[str, Any]) -> Part:
     if source_type not in SOURCE_KEYS:
         fail(f"unsupported {kind} source type {source_type!r}", "source.type")
     ns = unknown(b, ("type", "source", "title") if kind == "document" else ("type", "source"))
-    source_ns = unknown(source, SOURCE_KEYS[source_type])
-    if source_ns:
-        ns["source"] = source_ns
+    keep_nested(ns, "source", source, SOURCE_KEYS[source_type])
     data = media_type = url = file_id = None
     if source_type == "base64":
         data = required_str(source, "data", "source.data")
