@@ -49,13 +49,14 @@ Example::
 from __future__ import annotations
 
 from ..errors import ConfigurationError
+from ..formats import FORMATS
 from .blockfit import BlockText, block_tokens
 from .context import Account, Context
 from .cut import cut, cut_irreducible
 from .draft import Assembly, Draft, Overflow, SummaryText, first_draft, summary_message
 from .placement import default_block_template
 from .prefix import Layout, Stable, describe, reused
-from .render import FORMATS, Span, render, span
+from .render import Span, render, span
 
 __all__ = [
     "Assembly",

@@ -23,9 +23,7 @@ from .placement import Placed, with_prefix
 from .prefix import WindowTail
 from .units import Window
 
-__all__ = ["FORMATS", "Span", "ordered", "render", "span"]
-
-FORMATS = frozenset({"openai", "anthropic", "responses"})
+__all__ = ["Span", "ordered", "render", "span"]
 
 Rendered = tuple[list[dict[str, Any]], str | list[dict[str, Any]] | None]
 
@@ -85,7 +83,7 @@ def render(request: Assembly, draft: Draft, sent: Span, marks: Sequence[int] = (
     ``marks`` are the indexes in :func:`ordered` of the messages an Anthropic ``cache_control`` ends.
 
     Raises:
-        ConfigurationError: the format is not one of :data:`FORMATS`.
+        ConfigurationError: the format is not one of :data:`convmem.formats.FORMATS`.
     """
     if request.format == "openai" and request.render_openai is not None and draft.truncated is None:
         return _from_cache(request, draft, sent, request.render_openai), None
