@@ -42,8 +42,8 @@ import numpy as np
 
 from _cv import Config, CVResult, Evaluator, cross_validate
 from _locomo import CATEGORIES, LOCOMO, load, make_embedder, turns
-from convmem.longterm.recall._partition import RecallDoc
 from convmem.longterm.recall.index import RecallIndex
+from convmem.longterm.recall.model import RecallDoc
 from convmem.longterm.recall.ranking import DEFAULT_TUNING, Tuning
 from convmem.stores.sqlite.longterm import SQLiteRecallStore
 

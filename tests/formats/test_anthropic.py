@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem.errors import InvalidMessageError
-from convmem.formats.anthropic._render import CONTINUATION_PLACEHOLDER, AnthropicRequest, from_anthropic, to_anthropic
+from convmem.formats.anthropic import CONTINUATION_PLACEHOLDER, AnthropicRequest, from_anthropic, to_anthropic
 from convmem.messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
 
 from .._quick import examples

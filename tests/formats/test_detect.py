@@ -17,7 +17,7 @@ from convmem.formats import (
     parse_messages,
     render,
 )
-from convmem.formats.anthropic._render import from_anthropic
+from convmem.formats.anthropic import from_anthropic
 from convmem.formats.openai import from_openai_messages
 from convmem.formats.responses import from_responses
 from convmem.messages import Message, TextPart, ToolCall

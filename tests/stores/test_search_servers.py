@@ -18,9 +18,9 @@ import psycopg
 import pytest
 import redis
 
-from convmem.longterm.recall._partition import Where
 from convmem.longterm.recall.embedders import HashingEmbedder
 from convmem.longterm.recall.index import RecallDoc, RecallIndex
+from convmem.longterm.recall.model import Where
 from convmem.longterm.recall.store import StoreQuery
 from convmem.stores.postgres import PostgresStore
 from convmem.stores.postgres.longterm import PostgresRecallStore

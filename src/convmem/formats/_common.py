@@ -1,4 +1,5 @@
-"""Helpers shared by the three format modules: dict checks, data URLs and the ``extra`` scheme.
+"""Helpers shared by the three format modules: dict checks, data URLs, the parts Chat and Responses
+spell alike (``input_audio``, an image given by URL, a file's data) and the ``extra`` scheme.
 
 The ``extra`` scheme (the same for every format, namespace ``fmt`` = ``"openai"``,
 ``"anthropic"`` or ``"responses"``) is applied to a Message, a part or a ToolCall
@@ -32,7 +33,7 @@ from typing import Any, NoReturn, TypeVar
 
 from ..errors import InvalidMessageError
 from ..limits import check_json
-from ..messages import Message
+from ..messages import AudioPart, FilePart, ImagePart, Message
 
 ABSENT = "$absent"
 LAYOUT = "$layout"
@@ -204,6 +205,13 @@ def absent(ns: dict[str, Any], d: Mapping[str, Any], keys: Collection[str]) -> N
         ns[ABSENT] = missing
 
 
+def keep_nested(ns: dict[str, Any], key: str, inner: Mapping[str, Any], known: Collection[str]) -> None:
+    """Keep the unknown keys of the nested object ``inner`` under ``ns[key]`` (see the module docstring)."""
+    inner_ns = unknown(inner, known)
+    if inner_ns:
+        ns[key] = inner_ns
+
+
 def nested(ns: Mapping[str, Any], key: str, fmt: str, field: str) -> Mapping[str, Any]:
     """The unknown keys kept for the nested object ``key`` (see the module docstring)."""
     value = ns.get(key)
@@ -245,6 +253,44 @@ def split_data_url(url: str) -> tuple[str, str] | None:
         return None
     match = _DATA_URL.fullmatch(url)
     return (match.group(1), match.group(2)) if match else None
+
+
+def image_from_url(url: str, detail: str | None, extra: Mapping[str, Any]) -> ImagePart:
+    """An image given by URL: a base64 data URL becomes ``data`` + ``media_type``, any other stays ``url``."""
+    split = split_data_url(url)
+    if split is None:
+        return ImagePart(url=url, detail=detail, extra=extra)  # type: ignore[arg-type]  # ImagePart checks detail
+    return ImagePart(data=split[1], media_type=split[0], detail=detail, extra=extra)  # type: ignore[arg-type]
+
+
+def file_data_from(value: str | None) -> tuple[str | None, str | None]:
+    """A file's ``file_data`` as (data, media type): a data URL split, anything else as it is, with no type."""
+    split = split_data_url(value) if value is not None else None
+    return (split[1], split[0]) if split else (value, None)
+
+
+def audio_from(p: Mapping[str, Any], fmt: str) -> AudioPart:
+    """An ``input_audio`` part, the same in Chat and Responses: ``{"type", "input_audio": {"data", "format"}}``."""
+    inner = mapping(p.get("input_audio"), "input_audio")
+    ns = unknown(p, ("type", "input_audio"))
+    keep_nested(ns, "input_audio", inner, ("data", "format"))
+    data = required_str(inner, "data", "input_audio.data")
+    return AudioPart(data, required_str(inner, "format", "input_audio.format"), extra=wrap(fmt, ns))
+
+
+def image_url_to(part: ImagePart, provider: str) -> str:
+    """The URL an image is sent as: its own, or a data URL of its base64 data (a local path is refused)."""
+    no_path(part.path, provider, "")
+    return part.url if part.url is not None else data_url(part.media_type, part.data or "", "")
+
+
+def file_data_to(part: FilePart) -> str | None:
+    """A file's ``file_data`` as sent: its data, as a data URL when it has a media type; None without data."""
+    if part.data is not None:
+        return part.data if part.media_type is None else data_url(part.media_type, part.data, "")
+    if part.media_type is not None:
+        fail("is only rendered with base64 data", "media_type")
+    return None
 
 
 def data_url(media_type: str | None, data: str, field: str) -> str:

@@ -26,7 +26,7 @@ from ..errors import InvalidMessageError
 from ..messages import Message
 from ._common import listing, mapping
 from ._sdk import is_sdk_object
-from .anthropic._parse import from_anthropic
+from .anthropic import from_anthropic
 from .openai import from_openai
 from .responses import from_responses
 

@@ -46,24 +46,25 @@ from typing import Any
 from ..errors import InvalidMessageError
 from ..messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
 from ._common import (
+    audio_from,
     batch,
-    data_url,
     each,
     emit,
     fail,
+    file_data_from,
+    file_data_to,
+    image_from_url,
+    image_url_to,
+    keep_nested,
     listing,
     mapping,
     namespace,
-    no_path,
     required_str,
-    split_data_url,
     string,
     unknown,
     wrap,
 )
-from ._common import (
-    parts as content_parts,
-)
+from ._common import parts as content_parts
 
 __all__ = ["from_openai", "from_openai_messages", "to_openai", "to_openai_messages"]
 
@@ -131,37 +132,19 @@ def _part_from(p: object) -> Part:
         inner = mapping(p.get("image_url"), "image_url")
         url = required_str(inner, "url", "image_url.url")
         ns = unknown(p, ("type", "image_url"))
-        inner_ns = unknown(inner, ("url", "detail"))
-        if inner_ns:
-            ns["image_url"] = inner_ns
+        keep_nested(ns, "image_url", inner, ("url", "detail"))
         detail = string(inner, "detail", "image_url.detail", required=False)
-        split = split_data_url(url)
-        extra = wrap(FMT, ns)
-        if split is None:
-            return ImagePart(url=url, detail=detail, extra=extra)  # type: ignore[arg-type]  # validated
-        return ImagePart(data=split[1], media_type=split[0], detail=detail, extra=extra)  # type: ignore[arg-type]
+        return image_from_url(url, detail, wrap(FMT, ns))
     if kind == "input_audio":
-        inner = mapping(p.get("input_audio"), "input_audio")
-        ns = unknown(p, ("type", "input_audio"))
-        inner_ns = unknown(inner, ("data", "format"))
-        if inner_ns:
-            ns["input_audio"] = inner_ns
-        return AudioPart(
-            required_str(inner, "data", "input_audio.data"),
-            required_str(inner, "format", "input_audio.format"),
-            extra=wrap(FMT, ns),
-        )
+        return audio_from(p, FMT)
     if kind == "file":
         inner = mapping(p.get("file"), "file")
         ns = unknown(p, ("type", "file"))
-        inner_ns = unknown(inner, ("file_data", "file_id", "filename"))
-        if inner_ns:
-            ns["file"] = inner_ns
-        data = string(inner, "file_data", "file.file_data", required=False)
-        split = split_data_url(data) if data is not None else None
+        keep_nested(ns, "file", inner, ("file_data", "file_id", "filename"))
+        data, media_type = file_data_from(string(inner, "file_data", "file.file_data", required=False))
         return FilePart(
-            data=split[1] if split else data,
-            media_type=split[0] if split else None,
+            data=data,
+            media_type=media_type,
             file_id=string(inner, "file_id", "file.file_id", required=False),
             filename=string(inner, "filename", "file.filename", required=False),
             extra=wrap(FMT, ns),
@@ -175,9 +158,7 @@ def _call_from(c: object) -> ToolCall:
         fail(f"only 'function' tool calls are supported, got {c.get('type')!r}", "type")
     fn = mapping(c.get("function"), "function")
     ns = unknown(c, ("id", "type", "function"))
-    fn_ns = unknown(fn, ("name", "arguments"))
-    if fn_ns:
-        ns["function"] = fn_ns
+    keep_nested(ns, "function", fn, ("name", "arguments"))
     return ToolCall(
         required_str(c, "id", "id"),
         required_str(fn, "name", "function.name"),
@@ -258,9 +239,7 @@ def _part_to(part: Part) -> dict[str, Any]:
             fail(f"must be 'text' or 'refusal' for a text part, got {kind!r}", f"extra.{FMT}.type")
         return {"type": kind, kind: part.text}
     if isinstance(part, ImagePart):
-        no_path(part.path, "OpenAI", "")
-        url = part.url if part.url is not None else data_url(part.media_type, part.data or "", "")
-        inner: dict[str, Any] = {"url": url}
+        inner: dict[str, Any] = {"url": image_url_to(part, "OpenAI")}
         if part.detail is not None:
             inner["detail"] = part.detail
         return {"type": "image_url", "image_url": inner}
@@ -269,10 +248,9 @@ def _part_to(part: Part) -> dict[str, Any]:
     if part.url is not None:
         fail("OpenAI Chat Completions cannot reference a file by URL; use data or file_id", "url")
     file: dict[str, Any] = {}
-    if part.data is not None:
-        file["file_data"] = part.data if part.media_type is None else data_url(part.media_type, part.data, "")
-    elif part.media_type is not None:
-        fail("is only rendered with base64 data", "media_type")
+    data = file_data_to(part)
+    if data is not None:
+        file["file_data"] = data
     if part.file_id is not None:
         file["file_id"] = part.file_id
     if part.filename is not None:

@@ -49,24 +49,24 @@ from ._common import (
     ABSENT,
     LAYOUT,
     apply_layout,
+    audio_from,
     check_name,
     copy_json,
-    data_url,
     each,
     emit,
     fail,
+    file_data_from,
+    file_data_to,
+    image_from_url,
+    image_url_to,
     mapping,
     namespace,
-    no_path,
     required_str,
-    split_data_url,
     string,
     unknown,
     wrap,
 )
-from ._common import (
-    parts as content_parts,
-)
+from ._common import parts as content_parts
 
 __all__ = ["from_responses", "to_responses"]
 
@@ -197,8 +197,7 @@ def _part(part: Part) -> dict[str, Any]:
             fail(f"must be one of {sorted(_TEXT_TYPES)} for a text part, got {kind!r}", f"extra.{FMT}.type")
         return {"type": "input_text", "text": part.text}  # only assistant messages hold output text
     if isinstance(part, ImagePart):
-        no_path(part.path, "the Responses API", "")
-        url = part.url if part.url is not None else data_url(part.media_type, part.data or "", "")
+        url = image_url_to(part, "the Responses API")
         return {"type": "input_image", "image_url": url, "detail": part.detail or "auto"}
     if isinstance(part, AudioPart):
         fail("the Responses API takes no audio in input messages", "type")
@@ -208,10 +207,9 @@ def _part(part: Part) -> dict[str, Any]:
         detail = ns.get("detail")
         return {"type": "input_image", "file_id": part.file_id, "detail": detail if detail in _DETAILS else "auto"}
     out = {"type": "input_file"}
-    if part.data is not None:
-        out["file_data"] = part.data if part.media_type is None else data_url(part.media_type, part.data, "")
-    elif part.media_type is not None:
-        fail("is only rendered with base64 data", "media_type")
+    data = file_data_to(part)
+    if data is not None:
+        out["file_data"] = data
     for key, value in (("file_id", part.file_id), ("file_url", part.url), ("filename", part.filename)):
         if value is not None:
             out[key] = value
@@ -336,28 +334,18 @@ def _part_from(raw: object, kind: str = "input_text") -> Part:
             return FilePart(file_id=required_str(p, "file_id", "file_id"), extra=wrap(FMT, ns))
         ns = unknown(p, ("type", "image_url", "detail"))
         detail = string(p, "detail", "detail", required=False)
-        split = split_data_url(url)
-        if split is None:
-            return ImagePart(url=url, detail=detail, extra=wrap(FMT, ns))  # type: ignore[arg-type]  # validated
-        return ImagePart(data=split[1], media_type=split[0], detail=detail, extra=wrap(FMT, ns))  # type: ignore[arg-type]
+        return image_from_url(url, detail, wrap(FMT, ns))
     if ptype == "input_file":
         ns = unknown(p, ("type", "file_data", "file_id", "file_url", "filename"))
-        data = string(p, "file_data", "file_data", required=False)
-        split = split_data_url(data) if data is not None else None
+        data, media_type = file_data_from(string(p, "file_data", "file_data", required=False))
         return FilePart(
-            data=split[1] if split else data,
-            media_type=split[0] if split else None,
+            data=data,
+            media_type=media_type,
             file_id=string(p, "file_id", "file_id", required=False),
             url=string(p, "file_url", "file_url", required=False),
             filename=string(p, "filename", "filename", required=False),
             extra=wrap(FMT, ns),
         )
     if ptype == "input_audio":
-        inner = mapping(p.get("input_audio"), "input_audio")
-        ns = unknown(p, ("type", "input_audio"))
-        inner_ns = unknown(inner, ("data", "format"))
-        if inner_ns:
-            ns["input_audio"] = inner_ns
-        data = required_str(inner, "data", "input_audio.data")
-        return AudioPart(data, required_str(inner, "format", "input_audio.format"), extra=wrap(FMT, ns))
+        return audio_from(p, FMT)
     return fail(f"unknown content part type {ptype!r}", "type")

@@ -29,7 +29,15 @@ from ..formats.openai import to_openai
 from ..limits import Limits, check_limits
 from ..longterm.blocks.base import Block, CallableBlock, Turn
 from ..messages import Message, StoredMessage
-from ..policy.assembly import BlockText, Overflow, SummaryText, assemble, default_block_template, summary_message
+from ..policy.assembly import (
+    Assembly,
+    BlockText,
+    Overflow,
+    SummaryText,
+    assemble,
+    default_block_template,
+    summary_message,
+)
 from ..policy.blockfit import block_room, block_texts
 from ..policy.context import Context, LeftOut, evicted_account
 from ..policy.prefix import Layout, carry_blocks
@@ -274,7 +282,7 @@ class MemoryCore:
             self.sync_counts()
         if track and format in self.previous:
             self._carry(self.previous[format])
-        return assemble(
+        request = Assembly(
             window=self.window,
             counter=self.counter,
             budget=self.budget,
@@ -288,9 +296,9 @@ class MemoryCore:
             evicted=self.evicted(),
             # A tool result with images renders as two Chat messages: no per-message cache then.
             render_openai=to_openai if not self.window.unrendered else None,
-            previous=self.previous if track else None,
             cache_breakpoints=self.cache_breakpoints,
         )
+        return assemble(request, self.previous if track else None)
 
     def _carry(self, layout: Layout) -> None:
         seq = carry_blocks(self.window, layout, self.counter.count_message, rendered_alone)

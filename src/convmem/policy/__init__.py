@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .assembly import BlockText, assemble
+from .assembly import Assembly, BlockText, assemble
 from .context import Account, Context, LeftOut, Truncation
 from .repair import RepairReport, repair_messages
 from .strategies import (
@@ -22,6 +22,7 @@ from .units import Entry, Unit, Window, group_units
 __all__ = [
     "STRATEGIES",
     "Account",
+    "Assembly",
     "AsyncSummarizer",
     "BlockText",
     "Compaction",

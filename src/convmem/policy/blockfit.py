@@ -1,23 +1,13 @@
-"""Blocks in the context: their texts for a turn, where they go, their exact share, and how they shrink.
+"""Blocks in the context: their texts for a turn, their claim on the budget, their exact share, how they shrink.
 
-Pure helpers of :mod:`convmem.policy.assembly`. Blocks are placed so that the
-request's prefix stays the same from turn to turn (providers bill a repeated
-prefix at a discount): a block with position ``"system"`` that changes rarely
-goes into one system message right after the pinned ones; a ``"system"`` block
-that changes every turn (``per_turn``, e.g. recall) into a second system
-message after the running summary; a block with position ``"user"`` is
-prepended, as its own text part, to the latest user message (the input's, or
-the newest user message of the window, even when tool calls and results follow
-it), or, when there is none, sent as a user message of its own at the end of
-the request. When a newer user message takes them, the older one keeps its own
-if the tail after it outweighs them (``CARRY_RATIO``,
-:meth:`~convmem.policy.units.Window.carry`), so that tail stays cached. A
-``"user"`` block never lands in a system message, cut or not.
-Shrinking cuts the lowest priority first and never touches priority 0. A
-block made of ranked items (recalled messages) loses whole items, the
-lowest-ranked first, instead of being cut in the middle of one; a block with
-a ``reserve`` is not cut below it before the oldest window units have gone
-(see :func:`~convmem.policy.assembly.assemble`).
+What comes in: the memory's blocks (static, callable, working, facts, recall) and the turn.
+What happens: :func:`block_texts` renders each one for this turn, cut to its own ``max_tokens``
+(a block of ranked items, such as recalled messages, loses whole items, the lowest-ranked first);
+:func:`block_room` is what they claim ahead of the window at eviction. When a context does not fit,
+:func:`shrink_blocks` cuts the lowest priority first and never touches priority 0; a block with a
+``reserve`` is not cut below it before the oldest window units have gone (see
+:func:`~convmem.policy.cut.cut`). What goes out: :class:`BlockText`, a block's text for this turn;
+where it goes is :mod:`convmem.policy.placement`'s.
 """
 
 from __future__ import annotations
@@ -26,29 +16,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from ..messages import Message, TextPart
 from ..tokens import TokenCounter
 from .context import LeftOut
 from .truncate import truncate_text
 
 __all__ = [
-    "CARRY_RATIO",
     "PER_TURN_LOW_WATERMARK",
     "BlockItem",
     "BlockText",
-    "Carrier",
-    "Placed",
     "any_per_turn",
     "block_room",
     "block_texts",
     "block_tokens",
-    "default_block_template",
-    "find_carrier",
     "merge_cuts",
-    "place_blocks",
     "shrink_blocks",
-    "user_blocks_text",
-    "with_prefix",
 ]
 
 
@@ -151,12 +132,6 @@ def _share(block: Any, room: int) -> int:
 #: where the usual 0.8 keeps 78%, for a fill of 82% instead of 89%. Without per-turn blocks it stays 0.8.
 PER_TURN_LOW_WATERMARK = 0.6
 
-#: When a newer user message gets the per-turn user blocks, the older one keeps its own if what followed it
-#: (its tool loop, the reply) has at least this many times their tokens: resending that tail uncached would
-#: cost more than holding the blocks in the window. ``bench/cache.py`` at 0.5 / 1 / 2: LoCoMo the same
-#: within a point; the agent session at 4k 51 / 50 / 48% reused and at 16k (k=5) 76 / 78 / 78%.
-CARRY_RATIO = 1.0
-
 
 def any_per_turn(blocks: Sequence[Any]) -> bool:
     return any(getattr(block, "per_turn", False) for block in blocks)
@@ -176,102 +151,6 @@ def block_room(blocks: Sequence[Any], room: int) -> int:
     return total
 
 
-def default_block_template(blocks: Sequence[BlockText]) -> str:
-    """Render blocks Letta-style: each one in ``<name>...</name>`` tags, in order."""
-    return "\n\n".join(f"<{b.name}>\n{b.text}\n</{b.name}>" for b in blocks)
-
-
-class Placed(NamedTuple):
-    """Where this turn's blocks go, and the exact tokens each placement adds.
-
-    ``stable`` and ``turn`` are the system messages of the rarely changing and of the per-turn
-    system blocks; ``user_text`` rides on the ``carrier`` (the user message it is prepended to),
-    or, when ``carrier`` is None, is sent as ``trailing``, a user message of its own at the end.
-    """
-
-    stable: Message | None
-    turn: Message | None
-    user_text: str | None
-    carrier: Carrier | None
-    trailing: Message | None
-    stable_tokens: int
-    turn_tokens: int
-    user_tokens: int
-
-    @property
-    def tokens(self) -> int:
-        return self.stable_tokens + self.turn_tokens + self.user_tokens
-
-
-NOTHING_PLACED = Placed(None, None, None, None, None, 0, 0, 0)
-
-
-class Carrier(NamedTuple):
-    """The latest user message: an input (``seq`` None, ``where`` its index) or a window message (in unit ``where``)."""
-
-    seq: int | None
-    where: int
-    message: Message
-    tokens: int
-    augmented: Message
-
-
-def find_carrier(inputs: Sequence[tuple[Message, int]], units: Any, start: int, stop: int) -> tuple[Any, ...] | None:
-    """The latest user message: the last user input, else the newest user message among ``units[start:stop]``.
-
-    Walks back only over the units since that message (the current tool loop, if any).
-    Returns ``(seq or None, input index or unit index, message, tokens)``.
-    """
-    for index in range(len(inputs) - 1, -1, -1):
-        if inputs[index][0].role == "user":
-            return (None, index, inputs[index][0], inputs[index][1])
-    for index in range(stop - 1, start - 1, -1):
-        unit = units[index]
-        if unit.kind == "user":
-            entry = unit.entries[-1]
-            return (entry.seq, index, entry.message, entry.tokens)
-    return None
-
-
-def user_blocks_text(blocks: Sequence[BlockText], template: Callable[[Sequence[BlockText]], str]) -> str:
-    return template([b for b in blocks if b.position == "user"])
-
-
-def with_prefix(message: Message, text: str) -> Message:
-    """A copy of ``message`` whose content starts with ``text`` as a separate text part."""
-    content = message.content
-    parts = [TextPart(content)] if isinstance(content, str) else list(content or ())
-    return message.replace(content=(TextPart(text), *parts))
-
-
-def place_blocks(
-    counter: TokenCounter,
-    blocks: Sequence[BlockText],
-    template: Callable[[Sequence[BlockText]], str],
-    target: tuple[Any, ...] | None,
-) -> Placed:
-    """Render ``blocks`` where they go (see the module docstring) and count the tokens they add."""
-    if not blocks:
-        return NOTHING_PLACED
-    stable = [b for b in blocks if b.position != "user" and not b.per_turn]
-    turn = [b for b in blocks if b.position != "user" and b.per_turn]
-    stable_message = Message(role="system", content=template(stable)) if stable else None
-    turn_message = Message(role="system", content=template(turn)) if turn else None
-    stable_tokens = counter.count_message(stable_message) if stable_message is not None else 0
-    turn_tokens = counter.count_message(turn_message) if turn_message is not None else 0
-    if len(stable) + len(turn) == len(blocks):
-        return Placed(stable_message, turn_message, None, None, None, stable_tokens, turn_tokens, 0)
-    text = user_blocks_text(blocks, template)
-    if target is None:
-        trailing = Message(role="user", content=text)
-        user_tokens = counter.count_message(trailing)
-        return Placed(stable_message, turn_message, text, None, trailing, stable_tokens, turn_tokens, user_tokens)
-    augmented = with_prefix(target[2], text)
-    carrier = Carrier(target[0], target[1], target[2], target[3], augmented)
-    user_tokens = counter.count_message(augmented) - target[3]
-    return Placed(stable_message, turn_message, text, carrier, None, stable_tokens, turn_tokens, user_tokens)
-
-
 def block_tokens(counter: TokenCounter, blocks: Sequence[BlockText], total: int) -> dict[str, int]:
     """Per-block shares of the blocks message; the shares add up to its exact count."""
     if not blocks:
@@ -284,7 +163,12 @@ def block_tokens(counter: TokenCounter, blocks: Sequence[BlockText], total: int)
 
 
 def shrink_blocks(
-    counter: TokenCounter, blocks: list[BlockText], over: int, left_out: list[LeftOut], *, keep_reserve: bool = False
+    counter: TokenCounter,
+    blocks: Sequence[BlockText],
+    over: int,
+    left_out: list[LeftOut],
+    *,
+    keep_reserve: bool = False,
 ) -> tuple[list[BlockText], int]:
     """Cut the lowest-priority blocks first (priority 0 is never cut) until ``over`` tokens are saved.
 

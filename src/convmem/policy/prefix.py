@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from ..messages import Message
-from .blockfit import CARRY_RATIO, Placed, with_prefix
+from .placement import CARRY_RATIO, Placed, with_prefix
 
 __all__ = ["Layout", "Stable", "WindowTail", "carry_blocks", "describe", "reused"]
 

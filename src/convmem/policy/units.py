@@ -264,22 +264,15 @@ class Window:
         return False
 
     def pop_oldest(self) -> Unit:
-        unit = self.units.popleft()
-        popleft = self.rendered.popleft
-        for _ in unit.entries:
-            if popleft() is None:
-                self.unrendered -= 1
-        self.tokens -= unit.tokens
-        self.messages -= len(unit.entries)
-        if unit.kind == "user":
-            self.user_units -= 1
-        return unit
+        return self._removed(self.units.popleft(), self.rendered.popleft)
 
     def pop_newest(self) -> Unit:
-        unit = self.units.pop()
-        pop = self.rendered.pop
+        return self._removed(self.units.pop(), self.rendered.pop)
+
+    def _removed(self, unit: Unit, pop_rendered: Callable[[], dict[str, Any] | None]) -> Unit:
+        """Take ``unit``, just removed from one end of the window, out of the totals (``pop_rendered``: that end)."""
         for _ in unit.entries:
-            if pop() is None:
+            if pop_rendered() is None:
                 self.unrendered -= 1
         self.tokens -= unit.tokens
         self.messages -= len(unit.entries)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..longterm.blocks.store import BlockRecord
 from ..longterm.facts.model import Fact
-from ..longterm.recall._partition import RecallDoc
+from ..longterm.recall.model import RecallDoc
 from .codec import decode_datetime, dumps, encode_datetime
 
 __all__ = ["block_from_json", "block_to_json", "doc_from_json", "doc_to_json", "fact_from_json", "fact_to_json", "key"]

@@ -24,12 +24,12 @@ from typing import Any
 from ...messages import FilePart, ImagePart, Message, TextPart
 from .._common import LAYOUT
 from ._render import AnthropicRequest, to_anthropic
+from ._rules import FMT as _FMT
 
 __all__ = ["EPHEMERAL", "MAX_BREAKPOINTS", "count", "mark", "render"]
 
 MAX_BREAKPOINTS = 4
 EPHEMERAL: Mapping[str, str] = {"type": "ephemeral"}
-_FMT = "anthropic"
 _KEY = "cache_control"
 
 

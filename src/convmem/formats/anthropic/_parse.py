@@ -1,7 +1,12 @@
-"""Anthropic Messages API requests -> :class:`~convmem.messages.Message` lists (the parsing half).
+"""An Anthropic request (``messages=`` and ``system=``) -> :class:`~convmem.messages.Message` lists.
 
-:mod:`convmem.formats.anthropic` documents the rules and re-exports
-:func:`from_anthropic`; the constants both halves share live here.
+What comes in: the request's message dicts and its system prompt, as the API takes them. What
+happens: each block becomes its Message field (text, image and document parts, ``tool_use`` calls,
+each ``tool_result`` a tool Message of its own), kept blocks go to ``$layout``, unknown keys to
+``extra["anthropic"]``, and the placeholder of a list that started with an assistant is dropped
+(:mod:`._rules`); ids escaped to the API's pattern come back as they were (:mod:`convmem.formats._ids`).
+What goes out: Messages, or an InvalidMessageError naming the item's index and the field. The
+mapping both ways is described in :mod:`convmem.formats.anthropic`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from .._common import (
     copy_json,
     each,
     fail,
+    keep_nested,
     listing,
     mapping,
     object_arguments,
@@ -28,15 +34,9 @@ from .._common import (
 )
 from .._common import parts as content_parts
 from .._ids import from_anthropic_id
+from ._rules import FMT, OPAQUE_BLOCKS, SOURCE_KEYS, is_continuation
 
-__all__ = ["CONTINUATION_PLACEHOLDER", "FMT", "OPAQUE_BLOCKS", "SOURCE_KEYS", "from_anthropic"]
-
-FMT = "anthropic"
-CONTINUATION_PLACEHOLDER = "(continued)"
-"""Content of the user message put in front of a list that would start with an assistant."""
-
-OPAQUE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
-SOURCE_KEYS = {"base64": ("type", "media_type", "data"), "url": ("type", "url"), "file": ("type", "file_id")}
+__all__ = ["from_anthropic"]
 
 
 def from_anthropic(
@@ -52,7 +52,7 @@ def from_anthropic(
         One Message per message dict, except that a user message holding
         ``tool_result`` blocks becomes one tool Message per block, followed by a user
         Message for its other blocks, if any. A leading
-        :data:`CONTINUATION_PLACEHOLDER` user message is dropped.
+        :data:`~convmem.formats.anthropic.CONTINUATION_PLACEHOLDER` user message is dropped.
 
     Raises:
         InvalidMessageError: ``index`` is the position in ``messages`` (None for ``system``).
@@ -63,15 +63,7 @@ def from_anthropic(
     elif system is not None:
         parts = each("system", listing(list(system) if isinstance(system, tuple) else system, "system"), _text_block)
         out.append(Message(role="system", content=tuple(parts)))
-    start = 0
-    if (
-        len(messages) > 1
-        and messages[0] == {"role": "user", "content": CONTINUATION_PLACEHOLDER}
-        and isinstance(messages[1], Mapping)
-        and messages[1].get("role") == "assistant"
-    ):
-        start = 1
-    for i in range(start, len(messages)):
+    for i in range(1 if is_continuation(messages) else 0, len(messages)):
         try:
             out += _message_from(mapping(messages[i], "message"))
         except InvalidMessageError as exc:
@@ -175,9 +167,7 @@ def _part_from(b: Mapping[str, Any]) -> Part:
     if source_type not in SOURCE_KEYS:
         fail(f"unsupported {kind} source type {source_type!r}", "source.type")
     ns = unknown(b, ("type", "source", "title") if kind == "document" else ("type", "source"))
-    source_ns = unknown(source, SOURCE_KEYS[source_type])
-    if source_ns:
-        ns["source"] = source_ns
+    keep_nested(ns, "source", source, SOURCE_KEYS[source_type])
     data = media_type = url = file_id = None
     if source_type == "base64":
         data = required_str(source, "data", "source.data")

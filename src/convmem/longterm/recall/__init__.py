@@ -1,14 +1,14 @@
 """Recall over the archive: a document per archived message, searched lexically, densely or both.
 
-``keys`` makes the documents, ``lexical`` is BM25, ``ranking`` the ranking steps,
-``temporal`` the dates a query names, ``embedders`` the dense side, ``fusion``
-joins the two, ``hits`` explains each result; ``index`` (:class:`RecallIndex`)
-searches in process over a user's ``_partition``; ``store`` is the contract of a
-store that keeps (and possibly searches) the documents; ``block`` renders the
-top hits into the context.
+``model`` holds the contract's types every index and store speaks (:class:`RecallDoc`,
+:class:`Where`, ``DocRef``); ``keys`` makes the documents, ``lexical`` is BM25, ``ranking``
+the ranking steps, ``temporal`` the dates a query names, ``embedders`` the dense side,
+``fusion`` joins the two, ``hits`` explains each result; ``index`` (:class:`RecallIndex`)
+searches in process over a user's ``_partition``; ``store`` is the contract of a store that
+keeps (and possibly searches) the documents; ``block`` renders the top hits into the context.
 
-Most of it needs numpy (``pip install 'convmem[recall]'``), so every name is
-imported on first use.
+Most of it needs numpy (``pip install 'convmem[recall]'``), so every name is imported on
+first use (``model`` does not: a store imports it without numpy).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from .block import RecallBlock
     from .embedders import AsyncEmbedder, Embedder, HashingEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder
     from .hits import Dropped, RecallHit
-    from .index import Keys, Mode, RecallDoc, RecallIndex
+    from .index import Keys, Mode, RecallIndex
+    from .model import DocRef, RecallDoc, Where
     from .ranking import Tuning
     from .store import LexicalRecallStore, RecallStore, SearchingRecallStore
 
@@ -35,7 +36,9 @@ _LAZY = {
     "RecallHit": "hits",
     "Keys": "index",
     "Mode": "index",
-    "RecallDoc": "index",
+    "DocRef": "model",
+    "RecallDoc": "model",
+    "Where": "model",
     "RecallIndex": "index",
     "RecallBlock": "block",
     "Tuning": "ranking",
@@ -46,6 +49,7 @@ _LAZY = {
 
 __all__ = [
     "AsyncEmbedder",
+    "DocRef",
     "Dropped",
     "Embedder",
     "HashingEmbedder",
@@ -61,6 +65,7 @@ __all__ = [
     "SearchingRecallStore",
     "SentenceTransformerEmbedder",
     "Tuning",
+    "Where",
 ]
 
 __getattr__ = lazy(__name__, _LAZY)

@@ -30,10 +30,11 @@ from typing import Any, Protocol
 
 from ...errors import LLMError
 from ._np import np
-from ._partition import DocRef, RecallDoc, Where, top
+from ._partition import top
 from .embedders import Embedder, embed_checked
 from .fusion import rrf
 from .hits import RecallHit
+from .model import DocRef, RecallDoc, Where
 from .store import SearchingRecallStore, StoreHit, StoreQuery
 
 __all__ = ["StoreSearch"]

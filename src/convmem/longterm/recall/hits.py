@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._partition import RecallDoc
+    from .model import RecallDoc
 
 __all__ = ["Dropped", "RecallHit", "describe"]
 

@@ -41,13 +41,14 @@ from typing import Any, Literal, TypeAlias
 from ...errors import ConfigurationError, LLMError
 from ...messages import StoredMessage
 from ._np import np
-from ._partition import Partition, RecallDoc, Where, top
+from ._partition import Partition, top
 from ._storesearch import StoreSearch
 from .embedders import Embedder, embed_checked
 from .fusion import rrf, zscore
 from .hits import RecallHit
 from .keys import Keys
 from .lexical import tokenize
+from .model import RecallDoc, Where
 from .ranking import DEFAULT_TUNING, LexicalSignals, QueryRewriter, Tuning, build_hits, dense_steps, lexical_signals
 from .store import LexicalRecallStore, RecallStore, SearchingRecallStore
 

@@ -33,9 +33,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from ...errors import ConfigurationError
 from ._np import np
-from ._partition import Partition, RecallDoc
+from ._partition import Partition
 from .hits import RecallHit
 from .lexical import BM25Index, tokenize
+from .model import RecallDoc
 from .temporal import asks_when, query_ranges
 
 __all__ = [

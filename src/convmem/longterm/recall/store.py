@@ -14,7 +14,7 @@ keeping BM25 postings in memory. A store whose server ranks both ways
 every search is one :class:`StoreQuery` answered with candidates.
 
 Everything is keyed by owner: a document is (user, session, message id)
-(:attr:`~convmem.longterm.recall._partition.RecallDoc.ref` within a user), and so
+(:attr:`~convmem.longterm.recall.model.RecallDoc.ref` within a user), and so
 is its vector, because message ids are unique only per session in some
 stores. Two users' (or two sessions') ``m1`` are two documents with two
 vectors; saving one never replaces the other.
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ._partition import DocRef, RecallDoc, Where
+from .model import DocRef, RecallDoc, Where
 
 __all__ = ["LexicalRecallStore", "RecallStore", "SearchingRecallStore", "StoreHit", "StoreQuery", "StoreResult"]
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from ...errors import ConfigurationError
 from ...longterm.recall._np import np
-from ...longterm.recall._partition import RecallDoc, Where
+from ...longterm.recall.model import RecallDoc, Where
 from ...longterm.recall.store import StoreHit, StoreQuery, StoreResult
 from ..codec import decode_datetime
 from . import _lexical

@@ -50,7 +50,7 @@ from ...longterm.blocks.store import BlockRecord, check_save
 from ...longterm.facts.model import Fact
 from ...longterm.facts.store import select_facts
 from ...longterm.recall._np import np
-from ...longterm.recall._partition import DocRef, RecallDoc
+from ...longterm.recall.model import DocRef, RecallDoc
 from ...longterm.recall.store import StoreQuery, StoreResult
 from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json
 from ..codec import decode_datetime, encode_datetime

@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...longterm.recall._np import np
-from ...longterm.recall._partition import DocRef, RecallDoc
 from ...longterm.recall.lexical import tokenize
+from ...longterm.recall.model import DocRef, RecallDoc
 from .._longterm_codec import doc_from_json, doc_to_json
 from ._ops import Cmd, Flow, Keys, Pipe, user_key
 

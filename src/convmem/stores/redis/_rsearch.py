@@ -41,8 +41,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...longterm.recall._np import np
-from ...longterm.recall._partition import RecallDoc, Where
 from ...longterm.recall.lexical import STOPWORDS, bm25_idf, pick_terms, tokenize
+from ...longterm.recall.model import RecallDoc, Where
 from ...longterm.recall.ranking import DEFAULT_TUNING
 from ...longterm.recall.store import StoreHit, StoreQuery, StoreResult
 from .._longterm_codec import doc_from_json

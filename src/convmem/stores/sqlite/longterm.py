@@ -41,8 +41,8 @@ from ...longterm.facts.model import Fact
 from ...longterm.facts.store import select_facts
 from ...longterm.recall import lexical
 from ...longterm.recall._np import np
-from ...longterm.recall._partition import DocRef, RecallDoc
 from ...longterm.recall.lexical import STOPWORDS
+from ...longterm.recall.model import DocRef, RecallDoc
 from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json, key
 from ..codec import decode_datetime, encode_datetime
 from . import _sql as sql

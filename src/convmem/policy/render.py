@@ -1,0 +1,157 @@
+"""Render a context that fits: its messages in the order providers' prompt caches reward, in its format.
+
+What comes in: a :class:`~convmem.policy.draft.Draft` that fits, and where Anthropic's cache marks go.
+What happens: :func:`ordered` lays the messages out: the pinned messages, the stable system blocks,
+the running summary, the per-turn system blocks, the window units sent (the user blocks prepended to
+their carrier), the inputs, and the trailing user blocks when no user message carries them.
+:func:`render` renders that list for the format. An OpenAI context built from what the window
+caches skips the list: it copies the window's rendered Chat dicts (a C-level slice) and renders only
+what changes (the system parts, the carrier, the inputs). What goes out: the request's messages and,
+for Anthropic, its ``system``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import islice
+from typing import Any, NamedTuple
+
+from ..errors import ConfigurationError
+from ..messages import Message
+from .draft import Assembly, Draft
+from .placement import Placed, with_prefix
+from .prefix import WindowTail
+from .units import Window
+
+__all__ = ["Span", "ordered", "render", "span"]
+
+Rendered = tuple[list[dict[str, Any]], str | list[dict[str, Any]] | None]
+
+
+class Span(NamedTuple):
+    """The window messages a context sends (those of units ``start`` to ``stop``, by position in the window).
+
+    Attributes:
+        range: their first and last seq, or None when none is sent.
+        size: how many they are.
+        end: how many window messages precede the unit awaiting results (all of them when none does).
+        tail: the messages after the carrier, counted from the end back.
+    """
+
+    range: tuple[int, int] | None
+    size: int
+    end: int
+    tail: WindowTail
+
+
+def span(window: Window, draft: Draft) -> Span:
+    """The window messages ``draft`` sends. O(1), plus O(start) when the oldest units are left out."""
+    units, start, stop = window.units, draft.start, draft.stop
+    carrier = draft.placed.carrier
+    tail = WindowTail(units, start, stop, carrier.where if carrier is not None and carrier.seq is not None else None)
+    pending = window.pending
+    end = len(window.rendered) - (len(pending.entries) if pending is not None else 0)
+    window_range = (units[start].first_seq, units[stop - 1].last_seq) if stop > start else None
+    return Span(window_range, end - _flat_offset(units, start), end, tail)
+
+
+def ordered(request: Assembly, draft: Draft, sent: Span) -> list[Message]:
+    """The messages of the context, in the order they are sent (see the module docstring)."""
+    window, placed, truncated = request.window, draft.placed, draft.truncated
+    units, start, stop = window.units, draft.start, draft.stop
+    if truncated is None:
+        pinned = [e.message for e in window.pinned]
+        newest = [e.sent for e in units[stop - 1].entries] if stop > start else []
+        inputs = [m for m, _ in request.inputs]
+    else:
+        pinned, newest, inputs = truncated.pinned, truncated.newest, truncated.inputs
+    head = [*pinned, *_system_parts(draft)]
+    body = [m for u in islice(units, start, max(start, stop - 1)) for m in u.sent] + newest
+    carrier = placed.carrier
+    if carrier is not None and carrier.seq is not None:
+        position = len(body) - sent.tail.entries_after_carrier - 1
+        body[position] = with_prefix(body[position], placed.user_text or "")
+    messages = head + body + _with_carrier(inputs, placed)
+    if placed.trailing is not None:
+        messages.append(placed.trailing)
+    return messages
+
+
+def render(request: Assembly, draft: Draft, sent: Span, marks: Sequence[int] = ()) -> Rendered:
+    """The request's messages in ``request.format``, and its Anthropic ``system`` (None in other formats).
+
+    ``marks`` are the indexes in :func:`ordered` of the messages an Anthropic ``cache_control`` ends.
+
+    Raises:
+        ConfigurationError: the format is not one of :data:`convmem.formats.FORMATS`.
+    """
+    if request.format == "openai" and request.render_openai is not None and draft.truncated is None:
+        return _from_cache(request, draft, sent, request.render_openai), None
+    return _render(request.format, ordered(request, draft, sent), marks)
+
+
+def _system_parts(draft: Draft) -> list[Message]:
+    """The system messages after the pinned ones: stable blocks, the summary, per-turn blocks."""
+    placed, summary = draft.placed, draft.summary
+    return [m for m in (placed.stable, summary and summary.message, placed.turn) if m]
+
+
+def _from_cache(
+    request: Assembly, draft: Draft, sent: Span, render_openai: Callable[[Message], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """An OpenAI context from the window's cached Chat dicts: only what changes is rendered."""
+    window, placed = request.window, draft.placed
+    messages = [_cached(e, render_openai) for e in window.pinned] if window.pinned else []
+    messages += [render_openai(m) for m in _system_parts(draft)]
+    offset = len(messages)
+    if sent.size == sent.end == len(window.rendered):  # the whole window: extending from the deque skips islice
+        messages += window.rendered  # type: ignore[arg-type]
+    else:
+        messages += islice(window.rendered, sent.end - sent.size, sent.end)  # type: ignore[arg-type]
+    carrier = placed.carrier
+    if carrier is not None and carrier.seq is not None and placed.carried is not None:
+        messages[offset + sent.size - sent.tail.entries_after_carrier - 1] = render_openai(placed.carried)
+    if request.inputs:
+        messages += [render_openai(m) for m in _with_carrier([m for m, _ in request.inputs], placed)]
+    if placed.trailing is not None:
+        messages.append(render_openai(placed.trailing))
+    return messages
+
+
+def _with_carrier(inputs: list[Message], placed: Placed) -> list[Message]:
+    carrier = placed.carrier
+    if carrier is None or carrier.seq is not None:
+        return inputs
+    out = list(inputs)
+    out[carrier.where] = with_prefix(out[carrier.where], placed.user_text or "")
+    return out
+
+
+def _cached(entry: Any, render: Callable[[Message], dict[str, Any]]) -> dict[str, Any]:
+    if entry.rendered is None:
+        entry.rendered = render(entry.message)
+    rendered: dict[str, Any] = entry.rendered
+    return rendered
+
+
+def _flat_offset(units: Any, index: int) -> int:
+    """Number of messages in the first ``index`` units (O(index), only off the common path)."""
+    if index == 0:
+        return 0
+    return sum(len(u.entries) for u in islice(units, 0, index))
+
+
+def _render(format: str, messages: list[Message], marks: Sequence[int] = ()) -> Rendered:
+    from ..formats import openai, responses
+
+    if format == "openai":
+        return openai.to_openai_messages(messages), None  # a tool result's images move to a user message
+    if format == "anthropic":
+        from ..formats.anthropic import _marks as _breakpoints
+
+        # A name is counted, never refused; system blocks keep their cache_control.
+        request = _breakpoints.render(messages, marks, drop_names=True)
+        return list(request.messages), request.system
+    if format == "responses":
+        return responses.to_responses(messages, drop_names=True), None
+    raise ConfigurationError(f"unknown format {format!r}; expected openai, anthropic or responses")
