@@ -1,11 +1,12 @@
 """What ``Client`` and ``AsyncClient`` share: every request they make and every response they read, without I/O.
 
 Each public method of the twins is three steps: build a :class:`Call` here,
-send it (the only part that differs), read the answer here. Messages are
-parsed and stamped on the client (id and one ``created_at`` per batch, as
-``Memory.add_many`` does) and sent in convmem's codec, so the server stores
-exactly the ``Message`` the client returns, and a retried batch carries the
-same ids. Problem documents come back as the :class:`~convmem.errors.ConvmemError`
+send it (the only part that differs: ``client/__init__.py`` with httpx's
+sync client, ``client/aio.py`` with its async one), read the answer here.
+Messages are parsed and stamped on the client (id and one ``created_at`` per
+batch, as ``Memory.add_many`` does) and sent in convmem's codec, so the server
+stores exactly the ``Message`` the client returns, and a retried batch carries
+the same ids. Problem documents come back as the :class:`~convmem.errors.ConvmemError`
 subclass the server mapped them from.
 """
 
@@ -37,7 +38,7 @@ from ..policy.context import Account, Context, LeftOut, Truncation
 from ..stores.codec import decode_message, encode_message
 from ..usage import Stats, Usage
 
-__all__ = ["Call", "ClientCore", "error_from", "options_body"]
+__all__ = ["Call", "ClientCore", "answer_of", "error_from", "httpx_module", "options_body"]
 
 _OPTIONS = (
     "max_tokens",
@@ -71,6 +72,30 @@ def options_body(model: str | None, session_id: str | None, options: Mapping[str
     if session_id is not None:
         body["id"] = session_id
     return body
+
+
+def httpx_module() -> Any:
+    """httpx, imported when a client is made (it is part of the ``server`` extra)."""
+    try:
+        import httpx
+    except ImportError:
+        raise ConfigurationError("the convmem client needs httpx: pip install 'convmem[server]'") from None
+    return httpx
+
+
+def answer_of(response: Any) -> Any:
+    """What an httpx response says: its JSON, an export's bytes, None for 204; a problem raises its error."""
+    if response.status_code >= 400:
+        try:
+            problem = response.json()
+        except ValueError:
+            problem = None
+        raise error_from(response.status_code, problem if isinstance(problem, dict) else None)
+    if response.status_code == 204:
+        return None
+    if response.headers.get("content-type", "").startswith("application/x-ndjson"):
+        return response.content
+    return response.json()
 
 
 class ClientCore:
@@ -120,8 +145,20 @@ class ClientCore:
             params["status"] = [status] if isinstance(status, str) else list(status)
         return Call("GET", self._session("/messages"), params)
 
+    def response_call(self, response: Any, format: str | None) -> Call:
+        body = response.model_dump(exclude_none=True) if hasattr(response, "model_dump") else dict(response)
+        return self.simple_call("POST", "/responses", {"response": body, "format": format})
+
+    def usage_call(self, usage: Any) -> Call:
+        body = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
+        return self.simple_call("POST", "/usage", {"usage": body})
+
     def simple_call(self, method: str, suffix: str, body: Any = None) -> Call:
         return Call(method, self._session(suffix), self._params(), body)
+
+    def unreachable(self, exc: Exception) -> StoreError:
+        """The error for a request that got no answer (the service's address, never its key)."""
+        return StoreError(f"convmem service at {self.base_url} unreachable: {type(exc).__name__}")
 
     # -- answers -----------------------------------------------------------------------------
     def bind(self, body: Mapping[str, Any]) -> None:
