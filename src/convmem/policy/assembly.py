@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Literal
 
-from ..errors import ContextOverflowError
+from ..errors import ConfigurationError, ContextOverflowError
 from ..messages import Message
 from ..tokens import TokenCounter
 from .blockfit import (
@@ -332,7 +332,7 @@ def _render(
         return list(request.messages), request.system
     if format == "responses":
         return responses.to_responses(messages, drop_names=True), None
-    raise ValueError(f"unknown format {format!r}; expected openai, anthropic or responses")
+    raise ConfigurationError(f"format must be 'openai', 'anthropic' or 'responses', got {format!r}")
 
 
 def _placeholder_tokens(counter: TokenCounter) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ..errors import ConflictError, SessionLostError, StaleSessionError
+from ..errors import ConfigurationError, ConflictError, SessionLostError, StaleSessionError
 from ..messages import Message, StoredMessage
 from ..session import SessionState
 from ._common import json_object
@@ -128,5 +128,5 @@ def state_for_write(state: SessionState | None, expected_version: int | None) ->
     if state is None:
         return None
     if expected_version is None:
-        raise ValueError("an append that saves a state needs expected_version")
+        raise ConfigurationError("an append that saves a state needs expected_version")
     return replace(state, stats=json_object(state.stats, "session stats"), version=expected_version + 1)

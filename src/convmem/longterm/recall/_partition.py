@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ...errors import ConfigurationError
 from ._np import np
 from .lexical import BM25Index
 from .temporal import DayRange, mentions
@@ -165,7 +166,7 @@ class Partition:
     def missing_vectors(self, model: str) -> list[int]:
         """Numbers of the documents without a vector of ``model``."""
         if self.model is not None and self.model != model:
-            raise ValueError(f"this index holds {self.model!r} vectors; cannot mix in {model!r}")
+            raise ConfigurationError(f"this index holds {self.model!r} vectors; cannot mix in {model!r}")
         n = len(self.docs)
         if self.vector_count == n:
             return []
@@ -178,7 +179,9 @@ class Partition:
             self.model = model
             self.vectors = np.zeros((max(64, len(self.docs)), dim), dtype=np.float32)
         elif self.vectors.shape[1] != dim:
-            raise ValueError(f"vectors of dimension {dim} cannot join an index of dimension {self.vectors.shape[1]}")
+            raise ConfigurationError(
+                f"vectors of dimension {dim} cannot join an index of dimension {self.vectors.shape[1]}"
+            )
         need = len(self.docs)
         if need > len(self.vectors):
             grown = np.zeros((max(need, 2 * len(self.vectors)), dim), dtype=np.float32)

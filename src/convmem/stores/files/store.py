@@ -201,7 +201,10 @@ class FileStore(FileSessions):
             if session_id != meta.id:  # an ancestor's, whose lock is not held: read its shared lines instead
                 return scan_ids(lines, ids, hi)
             index.rebuild(lines)
-            return index.locate(ids, hi)
+            try:
+                return index.locate(ids, hi)
+            except IndexDamaged:  # damaged again as it was written (a failing disk): read the lines instead
+                return scan_ids(lines, ids, hi)
 
     @guarded
     def load(self, session_id: str, *, user_id: str | None = None, unfolded_limit: int = 0) -> LoadedSession:
