@@ -46,12 +46,23 @@ from ..stores.memory import MemoryStore
 from ..usage import Stats, Usage, parse_usage
 from . import _flows as flow
 from ._base import InputLike, MemoryBase, open_options
-from ._flows import Absorb, Append, Delete, Effect, Load, Read, SaveState, Summarize
+from ._flows import (  # AsyncEvictionSink and EvictionSink are public: users implement them
+    Absorb,
+    Append,
+    AsyncEvictionSink,
+    Delete,
+    Effect,
+    EvictionSink,
+    Load,
+    Read,
+    SaveState,
+    Summarize,
+)
 from ._flows import describe as _describe
 from ._intake import MessageLike
 from .aio import AsyncMemory
 
-__all__ = ["AsyncMemory", "Memory"]
+__all__ = ["AsyncEvictionSink", "AsyncMemory", "EvictionSink", "Memory"]
 
 _REPAIR_TRIES = 3
 
