@@ -5,7 +5,7 @@ O(its length) and a query is a few numpy passes over the user's documents:
 filters become one boolean mask, BM25 fills a score vector, dense search is
 one matrix-vector product, and ``argpartition`` picks the top k. Vectors are
 an exact float32 matrix grown by doubling; an ANN index can replace
-:meth:`Partition.dense` later without changing anything above it.
+:meth:`Partition.dense_top` later without changing anything above it.
 """
 
 from __future__ import annotations
@@ -226,14 +226,6 @@ class Partition:
             both(~inside)
         assert keep is None or len(keep) == n
         return keep
-
-    def lexical_scores(self, tokens: Sequence[str], keep: Array | None) -> tuple[Array, Array]:
-        """(numbers, BM25 scores) of the admitted documents sharing a term with the query."""
-        numbers, scores = self.lexical.scores(tokens)
-        if keep is not None and len(numbers):
-            admitted = keep[numbers]
-            numbers, scores = numbers[admitted], scores[admitted]
-        return numbers, scores
 
     def dense_scores(self, query: Array, keep: Array | None) -> tuple[Array, Array]:
         """(numbers, cosine similarities) of every admitted document that has a vector."""

@@ -13,7 +13,7 @@ Both drivers run the flows of :mod:`convmem.stores.postgres._ops` the same way:
   round trip, and another is taken;
 * when the connection is lost midway (``pg_terminate_backend``, a restart),
   an operation is started again, up to three times, if that is safe: reads
-  and idempotent writes always (see :mod:`._pg_ops`), other transactions when
+  and idempotent writes always (see :mod:`._ops`), other transactions when
   the failure came before ``COMMIT``; deadlocks and serialization failures
   (rolled back by the server) are retried too. Otherwise the StoreError says
   the outcome is unknown.

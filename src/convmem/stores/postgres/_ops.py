@@ -125,7 +125,7 @@ def _utc(value: datetime) -> datetime:
 
 
 def user_key(user_id: str | None) -> str:
-    """The value of the generated ``user_key`` column for ``user_id`` (see :mod:`._pg_sql`)."""
+    """The value of the generated ``user_key`` column for ``user_id`` (see :mod:`._sql`)."""
     return "" if user_id is None else "u" + user_id
 
 
