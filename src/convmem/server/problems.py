@@ -29,7 +29,7 @@ ConflictError            409     ``conflict``
 StaleSessionError        409     ``stale-session``
 StoreError               503     ``store-unavailable``
 LLMError                 502     ``llm-failed`` (+ endpoint, llm_status, usage)
-ServiceError             its own its own (+ its extra members)
+ServiceError             own     its own (+ its extra members)
 ConvmemError             500     ``internal``
 =======================  ======  =====================================================
 """
