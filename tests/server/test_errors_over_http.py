@@ -55,7 +55,7 @@ TENANT = "tenant-a."  # the namespace the live service gives tenant-a's ids in t
 
 
 def tree() -> list[type[ConvmemError]]:
-    """ConvmemError and every subclass of it, recursively, once every module of the package is imported."""
+    """ConvmemError and every subclass of it the package defines, recursively, once every module is imported."""
     for module in pkgutil.walk_packages(convmem.__path__, "convmem."):
         importlib.import_module(module.name)
     found: list[type[ConvmemError]] = []
@@ -65,7 +65,7 @@ def tree() -> list[type[ConvmemError]]:
         if cls not in found:
             found.append(cls)
             pending.extend(cls.__subclasses__())
-    return sorted(found, key=lambda cls: cls.__name__)
+    return sorted((cls for cls in found if cls.__module__.startswith("convmem.")), key=lambda cls: cls.__name__)
 
 
 # One error of each class, naming the session ``sid`` wherever an error can: raised with the store's
