@@ -34,7 +34,7 @@ T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 def test_an_unknown_format_at_context_is_the_configuration_error_the_constructor_gives() -> None:
     memory = Memory(model="gpt-4o")
     memory.add({"role": "user", "content": "hi"})
-    with pytest.raises(ConfigurationError, match="format must be 'openai', 'anthropic' or 'responses'"):
+    with pytest.raises(ConfigurationError, match=r"format .*'bogus'"):
         memory.context(format="bogus")  # type: ignore[arg-type]
 
 
