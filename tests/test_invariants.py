@@ -7,8 +7,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convmem import ImagePart, Memory, Message, TextPart, ToolCall
+from convmem import Memory, Message, ToolCall
 from convmem.formats.openai import from_openai
+from convmem.messages import ImagePart, TextPart
 from convmem.tokens import counter_for
 
 from ._quick import examples

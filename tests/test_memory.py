@@ -13,7 +13,6 @@ from convmem import (
     ContextOverflowError,
     InvalidMessageError,
     Memory,
-    MemoryStore,
     Message,
     SessionNotFoundError,
     ToolCall,
@@ -21,6 +20,7 @@ from convmem import (
 from convmem.formats.openai import from_openai
 from convmem.policy.repair import SYNTHETIC_RESULT
 from convmem.policy.truncate import MARKER
+from convmem.stores import MemoryStore
 from convmem.tokens import counter_for
 
 from .fakes import FlakySummarizer, RecordingSummarizer, SpyCounter

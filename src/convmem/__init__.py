@@ -17,7 +17,13 @@ Example::
     ctx.request()       # {"messages": [...]}, within budget
     ctx.account         # tokens per part, and what was left out and why
 
-Names are imported lazily, so ``import convmem`` stays cheap.
+The root names what a user reaches for first, grouped below in that order:
+the memory and its context; messages; strategies and limits; blocks, facts
+and recall; stores; the client; the errors. Everything else is one package
+down (``convmem.messages`` for message parts, ``convmem.tokens`` for counters
+and the model registry, ``convmem.stores`` for every backend,
+``convmem.errors`` for the whole error tree). Names are imported lazily, so
+``import convmem`` stays cheap.
 """
 
 from __future__ import annotations
@@ -26,76 +32,77 @@ from typing import TYPE_CHECKING
 
 from ._lazy import lazy
 from .errors import (
-    AmbiguousSessionError,
     BlockEditError,
     ConfigurationError,
     ConflictError,
     ContextOverflowError,
     ConvmemError,
+    InvalidFactError,
     InvalidMessageError,
     LLMError,
+    ServiceError,
     SessionLostError,
     SessionNotFoundError,
-    StaleSessionError,
     StoreError,
     UnknownModelError,
 )
-from .messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCall
+from .messages import Message, ToolCall
 
 if TYPE_CHECKING:
-    from .client import AsyncClient, Client
+    from .client import Client
+    from .client.aio import AsyncClient
+    from .limits import Limits
     from .longterm.blocks.base import Block, CallableBlock, StaticBlock, WorkingBlock
     from .longterm.facts.block import FactsBlock
     from .longterm.facts.book import AsyncFacts, Facts
     from .longterm.recall.block import RecallBlock
     from .longterm.recall.index import RecallIndex
-    from .memory import AsyncMemory, Memory
-    from .policy.context import Context, LeftOut
-    from .policy.repair import repair_messages
-    from .policy.strategies import Compaction, SlidingWindow, Summarizer, SummaryBuffer, TokenBudget
-    from .stores.memory import AsyncMemoryStore, MemoryStore
-    from .tokens import TokenCounter, counter_for, lookup_model
-    from .usage import Stats
+    from .memory import AsyncEvictionSink, AsyncMemory, EvictionSink, Memory
+    from .policy.context import Context
+    from .policy.strategies import Compaction, SlidingWindow, Strategy, SummaryBuffer, TokenBudget
+    from .stores import open_store
+    from .stores.base import Store
 
 __version__ = "0.1.0"
 
+# Messages (Message, ToolCall) and the errors are imported above: they are small, and every module needs them.
 _LAZY = {
-    "AsyncClient": "client",
-    "Client": "client",
-    "AsyncMemory": "memory",
+    # the memory and its context
     "Memory": "memory",
-    "Stats": "usage",
+    "AsyncMemory": "memory",
+    "EvictionSink": "memory",
+    "AsyncEvictionSink": "memory",
     "Context": "policy.context",
-    "LeftOut": "policy.context",
-    "Compaction": "policy.strategies",
-    "SlidingWindow": "policy.strategies",
-    "Summarizer": "policy.strategies",
-    "SummaryBuffer": "policy.strategies",
+    # strategies and limits
+    "Strategy": "policy.strategies",
     "TokenBudget": "policy.strategies",
-    "repair_messages": "policy.repair",
+    "SlidingWindow": "policy.strategies",
+    "SummaryBuffer": "policy.strategies",
+    "Compaction": "policy.strategies",
+    "Limits": "limits",
+    # blocks, facts, recall
     "Block": "longterm.blocks",
-    "CallableBlock": "longterm.blocks",
     "StaticBlock": "longterm.blocks",
+    "CallableBlock": "longterm.blocks",
     "WorkingBlock": "longterm.blocks",
-    "FactsBlock": "longterm.facts.block",
-    "RecallBlock": "longterm.recall.block",
-    "AsyncFacts": "longterm.facts.book",
     "Facts": "longterm.facts.book",
+    "AsyncFacts": "longterm.facts.book",
+    "FactsBlock": "longterm.facts.block",
     "RecallIndex": "longterm.recall.index",
-    "AsyncMemoryStore": "stores.memory",
-    "MemoryStore": "stores.memory",
-    "TokenCounter": "tokens",
-    "counter_for": "tokens",
-    "lookup_model": "tokens",
+    "RecallBlock": "longterm.recall.block",
+    # stores
+    "Store": "stores.base",
+    "open_store": "stores",
+    # the client
+    "Client": "client",
+    "AsyncClient": "client.aio",
 }
 
 __all__ = [
-    "AmbiguousSessionError",
     "AsyncClient",
+    "AsyncEvictionSink",
     "AsyncFacts",
     "AsyncMemory",
-    "AsyncMemoryStore",
-    "AudioPart",
     "Block",
     "BlockEditError",
     "CallableBlock",
@@ -106,37 +113,32 @@ __all__ = [
     "Context",
     "ContextOverflowError",
     "ConvmemError",
+    "EvictionSink",
     "Facts",
     "FactsBlock",
-    "FilePart",
-    "ImagePart",
+    "InvalidFactError",
     "InvalidMessageError",
     "LLMError",
-    "LeftOut",
+    "Limits",
     "Memory",
-    "MemoryStore",
     "Message",
     "RecallBlock",
     "RecallIndex",
+    "ServiceError",
     "SessionLostError",
     "SessionNotFoundError",
     "SlidingWindow",
-    "StaleSessionError",
     "StaticBlock",
-    "Stats",
+    "Store",
     "StoreError",
-    "Summarizer",
+    "Strategy",
     "SummaryBuffer",
-    "TextPart",
     "TokenBudget",
-    "TokenCounter",
     "ToolCall",
     "UnknownModelError",
     "WorkingBlock",
     "__version__",
-    "counter_for",
-    "lookup_model",
-    "repair_messages",
+    "open_store",
 ]
 
 

@@ -1,4 +1,4 @@
-"""The one error hierarchy of convmem.
+"""The one error hierarchy of convmem, and the one table of how each error travels over HTTP.
 
 Every exception convmem raises on purpose derives from :class:`ConvmemError`.
 Driver exceptions (sqlite3, psycopg, redis, openai, ...) are converted where
@@ -6,6 +6,8 @@ they enter the library, in one place per adapter::
 
     ConvmemError
      |- InvalidMessageError (ValueError)   names the field and the message index
+     |- InvalidFactError (ValueError)      a fact (or an operation on one) is malformed
+     |- TranscriptError                    a transcript file the CLI cannot replay, by file and line
      |- ContextOverflowError               the irreducible context does not fit
      |- UnknownModelError (KeyError)       suggests close model names
      |- ConfigurationError                 e.g. a missing extra
@@ -14,9 +16,17 @@ they enter the library, in one place per adapter::
      |   |- SessionNotFoundError (KeyError)
      |   |- AmbiguousSessionError          lists the matching ids
      |   |- SessionLostError               a session a writer was using vanished (reset server, deleted)
+     |   |- MissingDatabaseError           a read-only command pointed at a database that does not exist
      |   `- ConflictError                  an optimistic check lost, or a message id holds other content
      |       `- StaleSessionError          another writer changed the session first: catch up, retry
-     `- LLMError                           summarizer, extractor or embedder failed
+     |- LLMError                           summarizer, extractor or embedder failed
+     `- ServiceError                       the service refused a request itself (a key, a limit, a seq)
+
+:data:`PROBLEMS` gives each class its HTTP status, problem ``type`` and title,
+and the attributes that travel with it. ``convmem.server.problems`` reads it to
+write an RFC 9457 problem document for an error, ``convmem.client`` reads it to
+raise the same class with the same attributes from that document; a
+:class:`ServiceError` carries its own status, type and title instead.
 
 Example::
 
@@ -31,23 +41,32 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 __all__ = [
+    "PROBLEMS",
     "AmbiguousSessionError",
     "BlockEditError",
     "ConfigurationError",
     "ConflictError",
     "ContextOverflowError",
     "ConvmemError",
+    "InvalidFactError",
     "InvalidMessageError",
     "LLMError",
+    "MissingDatabaseError",
+    "Problem",
+    "ServiceError",
     "SessionLostError",
     "SessionNotFoundError",
     "StaleSessionError",
     "StoreError",
+    "TranscriptError",
     "UnknownModelError",
+    "class_of",
+    "problem_for",
     "redact",
     "unchained",
 ]
@@ -61,6 +80,7 @@ class InvalidMessageError(ConvmemError, ValueError):
     """A message (or one of its parts) is malformed.
 
     Attributes:
+        reason: what is wrong, without the location.
         field: the dotted path of the offending field, e.g. ``tool_calls[0].arguments``.
         index: the position of the message in the batch being added, if any.
     """
@@ -85,6 +105,27 @@ class InvalidMessageError(ConvmemError, ValueError):
 
     def __str__(self) -> str:
         return self._render()
+
+
+class InvalidFactError(ConvmemError, ValueError):
+    """A fact, or an operation on one (add, update, invalidate), is malformed: the message names the field."""
+
+
+class TranscriptError(ConvmemError):
+    """A transcript line the CLI cannot replay, located by file and 1-based line number.
+
+    Attributes:
+        path: the transcript's path, as text.
+        line: the 1-based line number, or None when the whole file is at fault.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, path: object, line: int | None, reason: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        at = f", line {line}" if line is not None else ""
+        super().__init__(f"{path}{at}: {reason}")
 
 
 class ContextOverflowError(ConvmemError):
@@ -155,6 +196,10 @@ class SessionLostError(StoreError):
     """
 
 
+class MissingDatabaseError(StoreError):
+    """A command that only reads was pointed at a database that does not exist (nothing was created)."""
+
+
 class ConflictError(StoreError):
     """A write was refused because the store holds something else: a newer state, or other content under an id."""
 
@@ -183,6 +228,92 @@ class LLMError(ConvmemError):
         self.status = status
         self.usage: tuple[Any, ...] = tuple(usage)
         super().__init__(message)
+
+
+class ServiceError(ConvmemError):
+    """The convmem service refused a request for a reason of its own, with the status and problem type it chose.
+
+    A missing or revoked API key (401), a fact, block or key it does not have
+    (404), a seq past the session's end or a malformed export (422), a body
+    over the size limit (413), a request over the time limit (503). Errors of
+    the library keep their own class over HTTP; this one is the service's.
+
+    Attributes:
+        status: the HTTP status.
+        kind: the problem type's last segment, e.g. ``unauthorized``.
+        title: the problem's title.
+        detail: what went wrong (also the message).
+        extra: the problem document's other members, e.g. ``errors`` for an invalid request.
+    """
+
+    def __init__(self, status: int, kind: str, title: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status, self.kind, self.title, self.detail, self.extra = status, kind, title, detail, extra
+
+
+# -- the error table -------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """How the errors of one class travel over HTTP, as an RFC 9457 problem document.
+
+    Attributes:
+        status: the HTTP status.
+        type: the last segment of the problem's ``type`` URI.
+        title: the problem's title.
+        fields: the attributes sent as members of the document (under the same names), and set again on
+            the client.
+        renamed: the member name of an attribute whose own name is one of the document's standard members.
+        hidden: the detail sent instead of the error's own text, which may name a host, a path or a driver.
+    """
+
+    status: int
+    type: str
+    title: str
+    fields: tuple[str, ...] = ()
+    renamed: Mapping[str, str] = field(default_factory=dict)
+    hidden: str | None = None
+
+    def member(self, attribute: str) -> str:
+        """The document member that carries ``attribute``."""
+        return self.renamed.get(attribute, attribute)
+
+
+PROBLEMS: Mapping[type[ConvmemError], Problem] = {
+    ConvmemError: Problem(500, "internal", "Internal error"),
+    InvalidMessageError: Problem(422, "invalid-message", "Invalid message", ("reason", "field", "index")),
+    InvalidFactError: Problem(422, "invalid-fact", "Invalid fact"),
+    TranscriptError: Problem(422, "invalid-transcript", "Invalid transcript", ("path", "line", "reason")),
+    ContextOverflowError: Problem(422, "context-overflow", "Context does not fit", ("needed", "budget")),
+    UnknownModelError: Problem(422, "unknown-model", "Unknown model", ("model", "suggestions")),
+    ConfigurationError: Problem(422, "invalid-options", "Invalid options"),
+    BlockEditError: Problem(422, "block-edit", "Block edit refused"),
+    StoreError: Problem(
+        503, "store-unavailable", "Store unavailable", hidden="the store could not complete the request; retry later"
+    ),
+    SessionNotFoundError: Problem(404, "not-found", "Not found", ("session_id",)),
+    AmbiguousSessionError: Problem(409, "ambiguous-session", "Ambiguous session id", ("prefix", "matches")),
+    SessionLostError: Problem(409, "session-lost", "Session lost"),
+    MissingDatabaseError: Problem(404, "missing-database", "No such database", hidden="the database does not exist"),
+    ConflictError: Problem(409, "conflict", "Conflict"),
+    StaleSessionError: Problem(409, "stale-session", "Another writer changed the session"),
+    LLMError: Problem(
+        502, "llm-failed", "Model call failed", ("endpoint", "status", "usage"), renamed={"status": "llm_status"}
+    ),
+}
+
+_BY_TYPE = {problem.type: cls for cls, problem in PROBLEMS.items()}
+
+
+def problem_for(error: ConvmemError) -> Problem:
+    """The table's row for ``error``: its class's, or its nearest base's; a :class:`ServiceError`'s own."""
+    if isinstance(error, ServiceError):
+        return Problem(error.status, error.kind, error.title)
+    return next(PROBLEMS[cls] for cls in type(error).__mro__ if cls in PROBLEMS)
+
+
+def class_of(kind: str) -> type[ConvmemError] | None:
+    """The class whose problem type is ``kind`` (the last segment of the URI), or None: a service's own."""
+    return _BY_TYPE.get(kind)
 
 
 # -- redaction ------------------------------------------------------------------------------------

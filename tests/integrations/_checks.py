@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from convmem import Message, TokenCounter
+from convmem import Message
 from convmem.formats import render
+from convmem.tokens import TokenCounter
 from tests.validators import validate_openai
 
 

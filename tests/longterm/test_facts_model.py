@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from convmem.errors import InvalidFactError
 from convmem.longterm.facts.model import Fact, FactAdd, FactInvalidate, FactUpdate, normalize
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -20,22 +21,23 @@ def test_validity_is_half_open() -> None:
 
 
 def test_fact_rejects_bad_values() -> None:
-    with pytest.raises(ValueError, match="non-empty"):
+    with pytest.raises(InvalidFactError, match="non-empty"):
         Fact("f1", None, "  ", T0, T0)
-    with pytest.raises(ValueError, match="timezone-aware"):
+    with pytest.raises(InvalidFactError, match="timezone-aware"):
         Fact("f1", None, "x", datetime(2024, 1, 1), T0)
-    with pytest.raises(ValueError, match="before valid_from"):
+    with pytest.raises(InvalidFactError, match="before valid_from"):
         Fact("f1", None, "x", T0, T0, valid_to=T0 - timedelta(days=1))
-    with pytest.raises(ValueError, match="confidence"):
+    with pytest.raises(InvalidFactError, match="confidence"):
         Fact("f1", None, "x", T0, T0, confidence=1.5)
+    assert issubclass(InvalidFactError, ValueError)  # what code that caught the ValueError it was still catches
 
 
 def test_operations_must_name_their_target() -> None:
-    with pytest.raises(ValueError, match="name the fact"):
+    with pytest.raises(InvalidFactError, match="name the fact"):
         FactInvalidate("", reason="moved")
-    with pytest.raises(ValueError, match="reason"):
+    with pytest.raises(InvalidFactError, match="reason"):
         FactInvalidate("f1", reason=" ")
-    with pytest.raises(ValueError, match="name the fact"):
+    with pytest.raises(InvalidFactError, match="name the fact"):
         FactUpdate("", text="x")
     assert FactAdd("x", source_message_ids="m1").source_message_ids == ("m1",)  # type: ignore[arg-type]
 

@@ -214,7 +214,7 @@ def test_mode_needs_an_embedder() -> None:
 def test_fusion() -> None:
     assert [item for item, _ in rrf([[3, 1, 2], [1, 4]])] == [1, 3, 4, 2]
     assert [item for item, _ in rrf([[1], [2]], weights=[1, 2])] == [2, 1]
-    with pytest.raises(ValueError, match="weights"):
+    with pytest.raises(ConfigurationError, match="weights"):  # in the tree since the raise test found it
         rrf([[1]], weights=[1, 2])
     numbers, scores = zscore(
         [(np.array([0, 2]), np.array([4.0, 1.0]), 4), (np.array([0, 1, 2, 3]), np.array([0.1, 0.9, 0.2, 0.0]), 4)],

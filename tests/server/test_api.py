@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from convmem import Memory, StaleSessionError
+from convmem import Memory
+from convmem.errors import StaleSessionError
 
 from .conftest import Api, make_api
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from convmem import AsyncClient, Client, InvalidMessageError, Memory, SessionNotFoundError
-from convmem.errors import ConfigurationError, ConflictError
+from convmem.errors import ConfigurationError, ConflictError, ServiceError
 
 from .conftest import Live
 
@@ -84,8 +84,9 @@ def test_errors_come_back_as_the_library_raises_them(live: Live) -> None:
         Client.open("nope", base_url=live.url, api_key=live.key_a)
     with pytest.raises(SessionNotFoundError):  # another tenant's session looks absent
         Client.open(client.session_id, base_url=live.url, api_key=live.key_b)
-    with pytest.raises(ConfigurationError, match="refused the API key"):
+    with pytest.raises(ServiceError, match="a valid API key is required") as refused:  # the service's own 401
         Client(live.url, api_key="cmk_00000000_" + "x" * 43, model="gpt-4o")
+    assert (refused.value.status, refused.value.kind) == (401, "unauthorized")
     with pytest.raises(ConfigurationError, match="cannot take"):
         Client(live.url, api_key=live.key_a, model="gpt-4o", summarizer=object())
 

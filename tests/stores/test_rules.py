@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convmem.errors import SessionLostError, SessionNotFoundError, StaleSessionError, StoreError
+from convmem.errors import ConfigurationError, SessionLostError, SessionNotFoundError, StaleSessionError, StoreError
 from convmem.session import SessionState
 from convmem.stores._record import SessionRecord, from_columns, scoped, segments, unscoped
 from convmem.stores._writes import admit, check_fork, fork_home, fork_record, unfolded_span, written_state
@@ -47,7 +47,7 @@ def test_a_state_is_written_with_the_next_version_and_needs_the_writers_version(
     assert saved is not None
     assert (saved.window_start, saved.version, dict(saved.stats)) == (2, 5, {"messages": 3})
     assert written_state(AppendRequest("s", numbered(1))) is None
-    with pytest.raises(ValueError, match="expected_version"):
+    with pytest.raises(ConfigurationError, match="expected_version"):
         written_state(AppendRequest("s", numbered(1), state=state))
 
 

@@ -8,7 +8,8 @@ import zlib
 
 import pytest
 
-from convmem import ImagePart, Message
+from convmem import Message
+from convmem.messages import ImagePart
 from convmem.tokens import counter_for
 from convmem.tokens._sniff import image_size
 from convmem.tokens.images import MAX_HIGH_DETAIL_TOKENS, image_tokens

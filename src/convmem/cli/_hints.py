@@ -19,7 +19,6 @@ from urllib.parse import urlsplit, urlunsplit
 __all__ = ["local_path", "program", "redact", "store_flags"]
 
 _DEFAULT = (None, "sqlite")
-_SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
 def redact(spec: str) -> str:

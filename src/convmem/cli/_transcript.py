@@ -27,22 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidMessageError
+from ..errors import InvalidMessageError, TranscriptError
 from ..formats import Format, detect_format, parse_messages
 from ..messages import Message
 
 __all__ = ["Chunk", "Line", "TranscriptError", "chunked", "detect", "parse_chunk", "read_lines", "where"]
-
-
-class TranscriptError(Exception):
-    """A transcript line that cannot be replayed, located by file and 1-based line number."""
-
-    def __init__(self, path: Path, line: int | None, reason: str) -> None:
-        self.path = path
-        self.line = line
-        self.reason = reason
-        at = f", line {line}" if line is not None else ""
-        super().__init__(f"{path}{at}: {reason}")
 
 
 @dataclass(frozen=True, slots=True)

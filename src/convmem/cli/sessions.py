@@ -32,7 +32,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import ConvmemError, SessionNotFoundError, StoreError
+from ..errors import ConvmemError, MissingDatabaseError, SessionNotFoundError, StoreError
 from ..memory import Memory
 from ..messages import StoredMessage
 from ..stores import SessionStore, SQLiteStore, open_store
@@ -92,10 +92,6 @@ def _store(db: str | None, user: str | None = None, *, creates: bool = False) ->
     finally:
         if store is not None:
             store.close()
-
-
-class MissingDatabaseError(ConvmemError):
-    """A command that only reads was pointed at a database that does not exist."""
 
 
 @sessions_app.command("list")

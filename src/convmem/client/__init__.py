@@ -1,6 +1,6 @@
-"""``Client`` and ``AsyncClient``: ``Memory`` and ``AsyncMemory`` served by a convmem service.
+"""``Client``: ``Memory`` served by a convmem service (``AsyncClient``, its async twin, is in :mod:`.aio`).
 
-They have ``Memory``'s methods, so moving an app from in-process memory to the
+It has ``Memory``'s methods, so moving an app from in-process memory to the
 service is one line::
 
     memory = Memory(model="gpt-4o", max_output_tokens=1024)
@@ -8,10 +8,10 @@ service is one line::
 
 Constructing a client creates its session on the service with these options
 (they are saved with the session, and decide its every context);
-``Client.open(session_id, ...)`` binds to a stored one. Both twins share
-every request and every answer (:mod:`convmem.client._core`) and differ only in
-how they send them (httpx, sync or async). Install with ``pip install httpx``
-(part of the ``server`` extra).
+``Client.open(session_id, ...)`` binds to a stored one. The twins share every
+request and every answer (:mod:`convmem.client._core`) and differ only in how
+they send them (httpx, sync or async). Errors come back as the class the
+service raised. Install with ``pip install httpx`` (part of the ``server`` extra).
 """
 
 from __future__ import annotations
@@ -19,35 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import ConfigurationError, StoreError
 from ..messages import Message
 from ..policy.context import Context
 from ..usage import Stats, Usage
-from ._core import Call, ClientCore, error_from
+from ._core import Call, ClientCore, answer_of, httpx_module
+from .aio import AsyncClient
 
 __all__ = ["AsyncClient", "Client"]
-
-
-def _httpx() -> Any:
-    try:
-        import httpx
-    except ImportError:
-        raise ConfigurationError("the convmem client needs httpx: pip install 'convmem[server]'") from None
-    return httpx
-
-
-def _answer(response: Any) -> Any:
-    if response.status_code >= 400:
-        try:
-            problem = response.json()
-        except ValueError:
-            problem = None
-        raise error_from(response.status_code, problem if isinstance(problem, dict) else None)
-    if response.status_code == 204:
-        return None
-    if response.headers.get("content-type", "").startswith("application/x-ndjson"):
-        return response.content
-    return response.json()
 
 
 class Client(ClientCore):
@@ -62,13 +40,12 @@ class Client(ClientCore):
         session_id: str | None = None,
         user_id: str | None = None,
         timeout: float = 30.0,
-        _bind: dict[str, Any] | None = None,
         **options: Any,
     ) -> None:
         super().__init__(base_url, api_key, user_id=user_id)
-        self._http = _httpx().Client(base_url=self.base_url, headers=self._headers, timeout=timeout)
+        self._http = httpx_module().Client(base_url=self.base_url, headers=self._headers, timeout=timeout)
         try:
-            self.bind(_bind if _bind is not None else self._send(self.create_call(model, session_id, options)))
+            self.bind(self._send(self.create_call(model, session_id, options)))
         except BaseException:
             self._http.close()
             raise
@@ -81,7 +58,7 @@ class Client(ClientCore):
         probe = cls.__new__(cls)
         ClientCore.__init__(probe, base_url, api_key, user_id=user_id)
         probe.session_id = session_id
-        probe._http = _httpx().Client(base_url=probe.base_url, headers=probe._headers, timeout=timeout)
+        probe._http = httpx_module().Client(base_url=probe.base_url, headers=probe._headers, timeout=timeout)
         try:
             probe.bind(probe._send(probe.get_call()))
         except BaseException:
@@ -90,12 +67,11 @@ class Client(ClientCore):
         return probe
 
     def _send(self, call: Call) -> Any:
-        httpx = _httpx()
         try:
             response = self._http.request(call.method, call.path, params=call.params, json=call.json)
-        except httpx.HTTPError as exc:
-            raise StoreError(f"convmem service at {self.base_url} unreachable: {type(exc).__name__}") from None
-        return _answer(response)
+        except httpx_module().HTTPError as exc:
+            raise self.unreachable(exc) from None
+        return answer_of(response)
 
     def add(self, message: Any) -> Message:
         """Add one message; returns it as stored."""
@@ -111,10 +87,7 @@ class Client(ClientCore):
 
     def add_response(self, response: Any, *, format: str | None = None) -> list[Message]:
         """Add a provider response's output and record its usage."""
-        body = response.model_dump(exclude_none=True) if hasattr(response, "model_dump") else dict(response)
-        return self.messages_of(
-            self._send(self.simple_call("POST", "/responses", {"response": body, "format": format}))
-        )
+        return self.messages_of(self._send(self.response_call(response, format)))
 
     def context(self, input: Any = None, *, format: str | None = None) -> Context:
         """The messages for the next request, within the budget, with an account of them."""
@@ -139,8 +112,7 @@ class Client(ClientCore):
         return self.messages_of(self._send(self.simple_call("POST", "/repair")))
 
     def record_usage(self, usage: Any) -> Usage:
-        body = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
-        return self.usage_of(self._send(self.simple_call("POST", "/usage", {"usage": body})))
+        return self.usage_of(self._send(self.usage_call(usage)))
 
     def stats(self) -> Stats:
         return self.stats_of(self._send(self.get_call()))
@@ -175,108 +147,3 @@ class Client(ClientCore):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class AsyncClient(ClientCore):
-    """The async twin of :class:`Client` (``await AsyncClient.create(...)`` or ``await AsyncClient.open(...)``)."""
-
-    def __init__(self, base_url: str, *, api_key: str, user_id: str | None = None, timeout: float = 30.0) -> None:
-        super().__init__(base_url, api_key, user_id=user_id)
-        self._http = _httpx().AsyncClient(base_url=self.base_url, headers=self._headers, timeout=timeout)
-
-    @classmethod
-    async def create(
-        cls,
-        base_url: str,
-        *,
-        api_key: str,
-        model: str | None = None,
-        session_id: str | None = None,
-        user_id: str | None = None,
-        timeout: float = 30.0,
-        **options: Any,
-    ) -> AsyncClient:
-        """A client on a new session made with ``Memory``'s options."""
-        client = cls(base_url, api_key=api_key, user_id=user_id, timeout=timeout)
-        try:
-            client.bind(await client._send(client.create_call(model, session_id, options)))
-        except BaseException:
-            await client.aclose()
-            raise
-        return client
-
-    @classmethod
-    async def open(
-        cls, session_id: str, *, base_url: str, api_key: str, user_id: str | None = None, timeout: float = 30.0
-    ) -> AsyncClient:
-        client = cls(base_url, api_key=api_key, user_id=user_id, timeout=timeout)
-        client.session_id = session_id
-        try:
-            client.bind(await client._send(client.get_call()))
-        except BaseException:
-            await client.aclose()
-            raise
-        return client
-
-    async def _send(self, call: Call) -> Any:
-        httpx = _httpx()
-        try:
-            response = await self._http.request(call.method, call.path, params=call.params, json=call.json)
-        except httpx.HTTPError as exc:
-            raise StoreError(f"convmem service at {self.base_url} unreachable: {type(exc).__name__}") from None
-        return _answer(response)
-
-    async def add(self, message: Any) -> Message:
-        return (await self.add_many([message]))[0]
-
-    async def add_many(self, messages: Iterable[Any]) -> list[Message]:
-        call, batch = self.add_call(messages)
-        if not batch:
-            return []
-        await self._send(call)
-        return batch
-
-    async def add_response(self, response: Any, *, format: str | None = None) -> list[Message]:
-        body = response.model_dump(exclude_none=True) if hasattr(response, "model_dump") else dict(response)
-        return self.messages_of(
-            await self._send(self.simple_call("POST", "/responses", {"response": body, "format": format}))
-        )
-
-    async def context(self, input: Any = None, *, format: str | None = None) -> Context:
-        return self.context_of(await self._send(self.context_call(input, format)))
-
-    async def messages(self, status: Any = None) -> list[Message]:
-        out: list[Message] = []
-        cursor: int | None = 0
-        while cursor is not None:
-            page, cursor = self.page_of(await self._send(self.messages_call(status, cursor)))
-            out.extend(page)
-        return out
-
-    async def clear(self, *, keep_system: bool = True) -> None:
-        await self._send(self.simple_call("POST", "/clear", {"keep_system": keep_system}))
-
-    async def rollback_incomplete(self) -> list[Message]:
-        return self.messages_of(await self._send(self.simple_call("POST", "/rollback")))
-
-    async def repair(self) -> list[Message]:
-        return self.messages_of(await self._send(self.simple_call("POST", "/repair")))
-
-    async def record_usage(self, usage: Any) -> Usage:
-        body = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
-        return self.usage_of(await self._send(self.simple_call("POST", "/usage", {"usage": body})))
-
-    async def stats(self) -> Stats:
-        return self.stats_of(await self._send(self.get_call()))
-
-    async def export(self) -> bytes:
-        return bytes(await self._send(self.simple_call("GET", "/export")))
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

@@ -1,12 +1,14 @@
 """What ``Client`` and ``AsyncClient`` share: every request they make and every response they read, without I/O.
 
 Each public method of the twins is three steps: build a :class:`Call` here,
-send it (the only part that differs), read the answer here. Messages are
-parsed and stamped on the client (id and one ``created_at`` per batch, as
-``Memory.add_many`` does) and sent in convmem's codec, so the server stores
-exactly the ``Message`` the client returns, and a retried batch carries the
-same ids. Problem documents come back as the :class:`~convmem.errors.ConvmemError`
-subclass the server mapped them from.
+send it (the only part that differs: ``client/__init__.py`` with httpx's
+sync client, ``client/aio.py`` with its async one), read the answer here.
+Messages are parsed and stamped on the client (id and one ``created_at`` per
+batch, as ``Memory.add_many`` does) and sent in convmem's codec, so the server
+stores exactly the ``Message`` the client returns, and a retried batch carries
+the same ids. A problem document comes back as the error it was written from:
+the error table (``convmem.errors.PROBLEMS``) gives the class of its ``type``
+and the attributes it carries (:func:`error_from`).
 """
 
 from __future__ import annotations
@@ -17,27 +19,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import (
-    AmbiguousSessionError,
-    BlockEditError,
-    ConfigurationError,
-    ConflictError,
-    ContextOverflowError,
-    ConvmemError,
-    InvalidMessageError,
-    LLMError,
-    SessionNotFoundError,
-    StoreError,
-    UnknownModelError,
-)
+from ..errors import PROBLEMS, ConfigurationError, ConvmemError, LLMError, ServiceError, StoreError, class_of
 from ..formats import parse_items
 from ..formats.openai import to_openai
 from ..messages import Message
 from ..policy.context import Account, Context, LeftOut, Truncation
 from ..stores.codec import decode_message, encode_message
-from ..usage import Stats, Usage
+from ..usage import ModelUsage, Stats, Usage
 
-__all__ = ["Call", "ClientCore", "error_from", "options_body"]
+__all__ = ["Call", "ClientCore", "answer_of", "error_from", "httpx_module", "options_body"]
 
 _OPTIONS = (
     "max_tokens",
@@ -71,6 +61,30 @@ def options_body(model: str | None, session_id: str | None, options: Mapping[str
     if session_id is not None:
         body["id"] = session_id
     return body
+
+
+def httpx_module() -> Any:
+    """httpx, imported when a client is made (it is part of the ``server`` extra)."""
+    try:
+        import httpx
+    except ImportError:
+        raise ConfigurationError("the convmem client needs httpx: pip install 'convmem[server]'") from None
+    return httpx
+
+
+def answer_of(response: Any) -> Any:
+    """What an httpx response says: its JSON, an export's bytes, None for 204; a problem raises its error."""
+    if response.status_code >= 400:
+        try:
+            problem = response.json()
+        except ValueError:
+            problem = None
+        raise error_from(response.status_code, problem if isinstance(problem, dict) else None)
+    if response.status_code == 204:
+        return None
+    if response.headers.get("content-type", "").startswith("application/x-ndjson"):
+        return response.content
+    return response.json()
 
 
 class ClientCore:
@@ -120,8 +134,20 @@ class ClientCore:
             params["status"] = [status] if isinstance(status, str) else list(status)
         return Call("GET", self._session("/messages"), params)
 
+    def response_call(self, response: Any, format: str | None) -> Call:
+        body = response.model_dump(exclude_none=True) if hasattr(response, "model_dump") else dict(response)
+        return self.simple_call("POST", "/responses", {"response": body, "format": format})
+
+    def usage_call(self, usage: Any) -> Call:
+        body = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
+        return self.simple_call("POST", "/usage", {"usage": body})
+
     def simple_call(self, method: str, suffix: str, body: Any = None) -> Call:
         return Call(method, self._session(suffix), self._params(), body)
+
+    def unreachable(self, exc: Exception) -> StoreError:
+        """The error for a request that got no answer (the service's address, never its key)."""
+        return StoreError(f"convmem service at {self.base_url} unreachable: {type(exc).__name__}")
 
     # -- answers -----------------------------------------------------------------------------
     def bind(self, body: Mapping[str, Any]) -> None:
@@ -175,52 +201,39 @@ class ClientCore:
         return Usage(body["input_tokens"], body["output_tokens"], body.get("cached_input_tokens", 0))
 
 
-_BY_TYPE: dict[str, type[ConvmemError]] = {
-    "invalid-message": InvalidMessageError,
-    "context-overflow": ContextOverflowError,
-    "unknown-model": UnknownModelError,
-    "invalid-options": ConfigurationError,
-    "block-edit": BlockEditError,
-    "ambiguous-session": AmbiguousSessionError,
-    "conflict": ConflictError,
-    "llm-failed": LLMError,
-}
+_STANDARD = frozenset({"type", "title", "status", "detail", "instance"})
 
 
 def error_from(status: int, problem: Mapping[str, Any] | None) -> ConvmemError:
-    """The ConvmemError a problem document stands for (the server's mapping, read backwards)."""
-    problem = problem or {}
+    """The ConvmemError a problem document stands for: the class the error table gives its type, rebuilt
+    with the attributes the document carries, or the :class:`ServiceError` the service raised itself."""
+    problem = problem if isinstance(problem, Mapping) else {}
     kind = str(problem.get("type", "")).rsplit("/", 1)[-1]
     detail = str(problem.get("detail") or f"HTTP {status}")
-    if status == 401 or status == 403:
-        return ConfigurationError(f"the convmem service refused the API key: {detail}")
-    if status == 404 and detail.startswith("session not found: "):
-        return SessionNotFoundError(detail[len("session not found: ") :].strip("'\""))
-    cls = _BY_TYPE.get(kind)
-    if cls is InvalidMessageError:
-        field, index = problem.get("field"), problem.get("index")
-        located = InvalidMessageError("", field=field, index=index).args[0]  # the detail's "message N, field F: "
-        reason = detail[len(located) :] if located and detail.startswith(located) else detail
-        return InvalidMessageError(reason, field=field, index=index)
-    if cls is ContextOverflowError:
-        return _plain(cls, detail, needed=problem.get("needed", 0), budget=problem.get("budget", 0))
-    if cls is UnknownModelError:
-        return _plain(cls, detail, model="", suggestions=tuple(problem.get("suggestions") or ()))
-    if cls is AmbiguousSessionError:
-        return _plain(cls, detail, prefix="", matches=())
+    cls = class_of(kind)
     if cls is not None:
-        return cls(detail)
-    if status == 422:
-        return InvalidMessageError(detail)
-    if status == 404:
-        return StoreError(detail)
-    return StoreError(f"convmem service: {detail} (HTTP {status})")
+        row = PROBLEMS[cls]
+        # A document without the class's members is another's of the same type: the service's own
+        # "not-found" for a fact or a block, say, which carries no session_id.
+        if all(row.member(name) in problem for name in row.fields):
+            values = {name: _decoded(cls, name, problem[row.member(name)]) for name in row.fields}
+            return _rebuilt(cls, detail, values)
+    extra = {key: value for key, value in problem.items() if key not in _STANDARD}
+    title = str(problem.get("title") or f"HTTP {status}")
+    return ServiceError(status, kind or "http", title, detail, **extra)
 
 
-def _plain(cls: type[ConvmemError], detail: str, **attributes: Any) -> ConvmemError:
-    """An instance of ``cls`` carrying the server's text as is (its own ``__init__`` would reword it)."""
+def _decoded(cls: type[ConvmemError], name: str, value: Any) -> Any:
+    """An attribute as the error holds it: JSON lists back to tuples, an LLMError's usage back to ModelUsage."""
+    if issubclass(cls, LLMError) and name == "usage":
+        return tuple(ModelUsage(item["model"], Usage(**item["usage"])) for item in value)
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _rebuilt(cls: type[ConvmemError], detail: str, values: Mapping[str, Any]) -> ConvmemError:
+    """An instance of ``cls`` with the service's text and these attributes (its ``__init__`` would reword the text)."""
     error = cls.__new__(cls)
     Exception.__init__(error, detail)
-    for name, value in attributes.items():
+    for name, value in values.items():
         setattr(error, name, value)
     return error

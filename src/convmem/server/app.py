@@ -30,7 +30,7 @@ from .deps import admin, tenant_of
 from .keys import KeyRegistry, open_registry
 from .links import add_links
 from .memories import MemoryService
-from .problems import MEDIA_TYPE, PROBLEM_SCHEMA, ServiceError, problem, problem_of
+from .problems import MEDIA_TYPE, PROBLEM_SCHEMA, problem, problem_of
 from .sessions import SessionService
 from .settings import Settings
 
@@ -124,17 +124,12 @@ def _handlers(app: FastAPI) -> None:
             return None
         return Scope(tenant, request.query_params.get("user_id")).scrub
 
-    @app.exception_handler(ConvmemError)
+    @app.exception_handler(ConvmemError)  # the service's own ServiceError included
     async def convmem_error(request: Request, exc: ConvmemError) -> JSONResponse:
         body = problem_of(exc, scrubber(request))
         if body["status"] >= 500:
             log.warning("%s %s: %s", request.method, request.url.path, type(exc).__name__)
-        return _problem_response(body)
-
-    @app.exception_handler(ServiceError)
-    async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return _problem_response(problem(exc.status, exc.kind, exc.title, exc.detail, **exc.extra), headers)
+        return _problem_response(body, {"WWW-Authenticate": "Bearer"} if body["status"] == 401 else None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

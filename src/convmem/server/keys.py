@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, ConflictError, StoreError
+from ..errors import ConfigurationError, ConflictError, ConvmemError, ServiceError, StoreError
 from .tenancy import check_tenant
 
 __all__ = ["ADMIN_ENV", "KEYS_ENV", "ApiKey", "KeyInfo", "KeyRegistry", "admin_matches", "open_registry"]
@@ -110,7 +110,7 @@ class KeyRegistry:
                     return list(cursor.fetchall()) if cursor.description else []
 
                 yield run
-        except (ConfigurationError, ConflictError, StoreError, KeyError):
+        except ConvmemError:  # the registry's own (a tenant name, a taken id, no such key)
             raise
         except Exception as exc:  # driver errors, converted in this one place; they never hold a key
             raise StoreError(f"key registry {self.where}: {type(exc).__name__}") from None
@@ -150,11 +150,11 @@ class KeyRegistry:
         return [KeyInfo(*row) for row in rows]
 
     def revoke(self, key_id: str, *, tenant: str | None = None) -> KeyInfo:
-        """Revoke a key by id (within ``tenant`` if given); raises KeyError if there is no such key."""
+        """Revoke a key by id (within ``tenant`` if given); a 404 ServiceError if there is no such key."""
         with self._tx() as run:
             rows = run("SELECT key_id, tenant, label, created_at, revoked_at FROM api_keys WHERE key_id = ?", (key_id,))
             if not rows or (tenant is not None and rows[0][1] != tenant):
-                raise KeyError(key_id)
+                raise _no_key(key_id)
             if rows[0][4] is None:
                 run("UPDATE api_keys SET revoked_at = ? WHERE key_id = ?", (_now(), key_id))
         with self._lock:
@@ -165,7 +165,7 @@ class KeyRegistry:
         with self._tx() as run:
             rows = run("SELECT key_id, tenant, label, created_at, revoked_at FROM api_keys WHERE key_id = ?", (key_id,))
         if not rows:
-            raise KeyError(key_id)
+            raise _no_key(key_id)
         return KeyInfo(*rows[0])
 
     def tenant_of(self, key: str | None) -> str | None:
@@ -276,3 +276,7 @@ def open_registry(spec: str | None = None, *, ttl: float = 5.0) -> KeyRegistry:
         return KeyRegistry(_SQLite(path), placeholder="?", where=f"SQLite {path}", ttl=ttl)
     except sqlite3.Error as exc:
         raise StoreError(f"key registry SQLite {path}: {exc}") from None
+
+
+def _no_key(key_id: str) -> ServiceError:
+    return ServiceError(404, "not-found", "Not found", f"key not found: {key_id!r}")

@@ -24,8 +24,6 @@ _FROM_SESSION = (
     "recordUsage",
     "addResponse",
 )
-_FROM_FORK = ("getSession", "addMessages", "getContext")
-_AFTER_ADD = ("getContext", "listMessages", "forkSession", "getSession", "listSummaries", "exportSession")
 _LINKS: dict[tuple[str, str, str], dict[str, Any]] = {
     ("/v1/sessions", "post", "201"): dict.fromkeys(_FROM_SESSION, _SESSION),
     ("/v1/sessions/import", "post", "201"): dict.fromkeys(("getSession", "exportSession", "getContext"), _SESSION),

@@ -46,10 +46,7 @@ class MemoryService:
         fields = dict(body)
         session = fields.pop("session_id", None)
         store_session = self.sessions.resolve(scope, session).id if session else None
-        try:
-            return self.facts.add(user_id=scope.store_user, session_id=store_session, **fields)
-        except ValueError as exc:
-            raise ServiceError(422, "invalid-fact", "Invalid fact", str(exc)) from None
+        return self.facts.add(user_id=scope.store_user, session_id=store_session, **fields)  # InvalidFactError: 422
 
     def update_fact(self, scope: Scope, fact_id: str, *, text: str, subject: str | None, reason: str) -> Fact:
         self._own_open_fact(scope, fact_id)

@@ -1,99 +1,83 @@
-"""Errors as RFC 9457 ``application/problem+json``, mapped from the :class:`~convmem.errors.ConvmemError` tree.
+"""Errors as RFC 9457 ``application/problem+json``, written from the one error table (``convmem.errors.PROBLEMS``).
 
-One table decides the status and the ``type`` of every convmem error; the
-routes never build error responses themselves. The ``detail`` is the error's
+The table decides the status, the ``type`` and the title of every convmem
+error, and which of its attributes travel as members of the document; the
+routes never build error responses themselves, and ``convmem.client`` reads
+the same table to raise the same class again. The ``detail`` is the error's
 own message with store-side ids turned back into the client's
-(:meth:`~convmem.server.tenancy.Scope.scrub`), so a tenant never sees another
-tenant's namespace. A bug (any other exception) is a bare 500 whose detail
-says nothing about the request.
+(:meth:`~convmem.server.tenancy.Scope.scrub`, applied to every text the
+document carries), so a tenant never sees another tenant's namespace; a store
+failure's text, which may name a host, a path or a driver, is replaced by the
+table's fixed text. A bug (any other exception) is a bare 500 whose detail says
+nothing about the request.
 
-======================  ======  ================================
-ConvmemError            status  type
-======================  ======  ================================
-InvalidMessageError     422     ``invalid-message`` (+ field, index)
-ContextOverflowError    422     ``context-overflow`` (+ needed, budget)
-UnknownModelError       422     ``unknown-model`` (+ suggestions)
-ConfigurationError      422     ``invalid-options``
-BlockEditError          422     ``block-edit``
-SessionNotFoundError    404     ``not-found``
-AmbiguousSessionError   409     ``ambiguous-session``
-ConflictError           409     ``conflict``
-StoreError              503     ``store-unavailable``
-LLMError                502     ``llm-failed``
-======================  ======  ================================
+=======================  ======  =====================================================
+ConvmemError             status  type (+ members)
+=======================  ======  =====================================================
+InvalidMessageError      422     ``invalid-message`` (+ reason, field, index)
+InvalidFactError         422     ``invalid-fact``
+TranscriptError          422     ``invalid-transcript`` (+ path, line, reason)
+ContextOverflowError     422     ``context-overflow`` (+ needed, budget)
+UnknownModelError        422     ``unknown-model`` (+ model, suggestions)
+ConfigurationError       422     ``invalid-options``
+BlockEditError           422     ``block-edit``
+SessionNotFoundError     404     ``not-found`` (+ session_id)
+MissingDatabaseError     404     ``missing-database``
+AmbiguousSessionError    409     ``ambiguous-session`` (+ prefix, matches)
+SessionLostError         409     ``session-lost``
+ConflictError            409     ``conflict``
+StaleSessionError        409     ``stale-session``
+StoreError               503     ``store-unavailable``
+LLMError                 502     ``llm-failed`` (+ endpoint, llm_status, usage)
+ServiceError             own     its own (+ its extra members)
+ConvmemError             500     ``internal``
+=======================  ======  =====================================================
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
-from ..errors import (
-    AmbiguousSessionError,
-    BlockEditError,
-    ConfigurationError,
-    ConflictError,
-    ContextOverflowError,
-    ConvmemError,
-    InvalidMessageError,
-    LLMError,
-    SessionNotFoundError,
-    StoreError,
-    UnknownModelError,
-)
+from ..errors import ConvmemError, ServiceError, problem_for
 
 __all__ = ["MEDIA_TYPE", "PROBLEM_SCHEMA", "ServiceError", "problem", "problem_of", "responses"]
 
 MEDIA_TYPE = "application/problem+json"
 BASE = "https://convmem.dev/problems/"
 
-_TABLE: tuple[tuple[type[ConvmemError], int, str, str], ...] = (
-    (InvalidMessageError, 422, "invalid-message", "Invalid message"),
-    (ContextOverflowError, 422, "context-overflow", "Context does not fit"),
-    (UnknownModelError, 422, "unknown-model", "Unknown model"),
-    (ConfigurationError, 422, "invalid-options", "Invalid options"),
-    (BlockEditError, 422, "block-edit", "Block edit refused"),
-    (SessionNotFoundError, 404, "not-found", "Not found"),
-    (AmbiguousSessionError, 409, "ambiguous-session", "Ambiguous session id"),
-    (ConflictError, 409, "conflict", "Conflict"),
-    (StoreError, 503, "store-unavailable", "Store unavailable"),
-    (LLMError, 502, "llm-failed", "Model call failed"),
-)
-
-
-class ServiceError(Exception):
-    """An error the service itself raises (auth, limits, not found), with its status and problem type."""
-
-    def __init__(self, status: int, kind: str, title: str, detail: str, **extra: Any) -> None:
-        super().__init__(detail)
-        self.status, self.kind, self.title, self.detail, self.extra = status, kind, title, detail, extra
-
 
 def problem(status: int, kind: str, title: str, detail: str, **extra: Any) -> dict[str, Any]:
+    """A problem document; members whose value is None are left out."""
     body = {"type": BASE + kind, "title": title, "status": status, "detail": detail}
     body.update({k: v for k, v in extra.items() if v is not None})
     return body
 
 
-def problem_of(exc: ConvmemError, scrub: Any = None) -> dict[str, Any]:
-    """The problem document for a convmem error; ``scrub`` rewrites store-side ids in its text."""
-    status, kind, title = next(
-        ((s, k, t) for cls, s, k, t in _TABLE if isinstance(exc, cls)), (500, "internal", "Internal error")
-    )
-    text = str(exc)
-    extra: dict[str, Any] = {}
-    if isinstance(exc, InvalidMessageError):
-        extra = {"field": exc.field, "index": exc.index}
-    elif isinstance(exc, ContextOverflowError):
-        extra = {"needed": exc.needed, "budget": exc.budget}
-    elif isinstance(exc, UnknownModelError):
-        extra = {"suggestions": list(exc.suggestions)}
-    elif isinstance(exc, StoreError) and not isinstance(
-        exc, (SessionNotFoundError, AmbiguousSessionError, ConflictError)
-    ):
-        text = "the store could not complete the request; retry later"  # never a host, path or driver text
-    if scrub is not None:
-        text = scrub(text)
-    return problem(status, kind, title, text, **extra)
+def problem_of(exc: ConvmemError, scrub: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """The problem document for a convmem error; ``scrub`` rewrites store-side ids in every text it carries."""
+    row = problem_for(exc)
+    clean = scrub or (lambda text: text)
+    if isinstance(exc, ServiceError):
+        return problem(exc.status, exc.kind, exc.title, clean(exc.detail), **_jsonable(exc.extra, clean))
+    body = problem(row.status, row.type, row.title, row.hidden or clean(str(exc)))
+    for name in row.fields:  # sent even when None: the client rebuilds the error from every one of them
+        body[row.member(name)] = _jsonable(getattr(exc, name), clean)
+    return body
+
+
+def _jsonable(value: Any, clean: Callable[[str], str]) -> Any:
+    """``value`` as JSON: texts scrubbed, sequences as lists, dataclasses (``ModelUsage``) as objects."""
+    if isinstance(value, str):
+        return clean(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(dataclasses.asdict(value), clean)
+    if isinstance(value, dict):
+        return {key: _jsonable(item, clean) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item, clean) for item in value]
+    return value
 
 
 PROBLEM_SCHEMA: dict[str, Any] = {
@@ -104,11 +88,21 @@ PROBLEM_SCHEMA: dict[str, Any] = {
         "title": {"type": "string"},
         "status": {"type": "integer"},
         "detail": {"type": "string"},
+        "reason": {"type": "string"},
         "field": {"type": ["string", "null"]},
         "index": {"type": ["integer", "null"]},
         "needed": {"type": "integer"},
         "budget": {"type": "integer"},
+        "model": {"type": "string"},
         "suggestions": {"type": "array", "items": {"type": "string"}},
+        "session_id": {"type": "string"},
+        "prefix": {"type": "string"},
+        "matches": {"type": "array", "items": {"type": "string"}},
+        "endpoint": {"type": ["string", "null"]},
+        "llm_status": {"type": ["integer", "null"]},
+        "usage": {"type": "array", "items": {"type": "object"}},
+        "path": {"type": "string"},
+        "line": {"type": ["integer", "null"]},
         "errors": {"type": "array", "items": {"type": "object"}},
     },
 }
@@ -118,7 +112,7 @@ _DESCRIPTIONS = {
     401: "No API key, or an unknown or revoked one",
     403: "The key may not do this (a tenant key on an admin route)",
     404: "No such session, fact or block for this tenant and user",
-    409: "Conflict: an optimistic version check lost, an id is taken, or an id prefix is ambiguous",
+    409: "Conflict: a version check lost, an id is taken, an id prefix is ambiguous, or the session was lost",
     413: "The request body is larger than the service allows",
     415: "The body is not JSON",
     422: "Invalid input: names the field and the limit",

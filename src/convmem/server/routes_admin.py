@@ -55,10 +55,7 @@ def create_key(tenant: Tenant, body: KeyCreateIn, service: Svc, response: Respon
 
 @router.delete("/keys/{key_id}", response_model=KeyOut, responses=responses(404), operation_id="revokeKey")
 def revoke_key(key_id: KeyId, service: Svc) -> dict[str, Any]:
-    try:
-        return dataclasses.asdict(service.registry.revoke(key_id))
-    except KeyError:
-        raise ServiceError(404, "not-found", "Not found", f"key not found: {key_id!r}") from None
+    return dataclasses.asdict(service.registry.revoke(key_id))  # no such key: the registry's 404
 
 
 def _known(service: Any, tenant: str) -> None:

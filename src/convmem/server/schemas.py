@@ -56,7 +56,6 @@ Format = Literal["openai", "anthropic", "responses"]
 Strategy = Literal["token_budget", "sliding_window", "summary_buffer", "compaction"]
 Status = Literal["pinned", "active", "archived", "summarized", "cleared"]
 Scalar = int | float | bool | str | None
-SessionId = Field(pattern=SESSION_ID, description="A session id (or, where a session is named, a unique prefix).")
 
 _EXAMPLE_MESSAGE: dict[str, Any] = {"role": "user", "content": "What's the weather in Paris?"}
 

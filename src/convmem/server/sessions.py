@@ -159,7 +159,7 @@ class SessionService:
             if "is taken" in str(exc):
                 raise ConflictError(f"import: session id {chosen!r} is taken; nothing was imported") from None
             if str(exc).startswith("import:"):
-                raise ServiceError(422, "invalid-export", "Invalid export", scope.scrub(str(exc))) from None
+                raise ServiceError(422, "invalid-export", "Invalid export", str(exc)) from None  # problem_of scrubs
             raise
 
     # -- messages ------------------------------------------------------------------------------

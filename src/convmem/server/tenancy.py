@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import ConfigurationError
+
 __all__ = ["SESSION_ID", "TENANT_NAME", "USER_ID", "Scope", "check_tenant"]
 
 TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
@@ -37,9 +39,9 @@ USER_ID = r"^[^\x00-\x1f\x7f]{1,200}$"
 
 
 def check_tenant(name: str) -> str:
-    """The tenant name, or ValueError naming the rule it breaks."""
+    """The tenant name, or a ConfigurationError naming the rule it breaks."""
     if not isinstance(name, str) or not TENANT_NAME.fullmatch(name):
-        raise ValueError(
+        raise ConfigurationError(
             "a tenant name is 1 to 40 characters of a-z, 0-9, '_' and '-', starting with a letter or digit"
         )
     return name

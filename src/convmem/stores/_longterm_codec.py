@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
+from ..errors import StoreError
 from ..longterm.blocks.store import BlockRecord
 from ..longterm.facts.model import Fact
 from ..longterm.recall.model import RecallDoc
-from .codec import decode_datetime, dumps, encode_datetime
+from .codec import READ_ERRORS, decode_datetime, dumps, encode_datetime
 
 __all__ = ["block_from_json", "block_to_json", "doc_from_json", "doc_to_json", "fact_from_json", "fact_to_json", "key"]
 
@@ -39,7 +41,7 @@ def fact_to_json(fact: Fact) -> str:
     )
 
 
-def fact_from_json(text: str | bytes) -> Fact:
+def _fact(text: str | bytes) -> Fact:
     data: dict[str, Any] = json.loads(text)
     return Fact(
         id=data["id"],
@@ -74,7 +76,7 @@ def block_to_json(record: BlockRecord) -> str:
     )
 
 
-def block_from_json(text: str | bytes) -> BlockRecord:
+def _block(text: str | bytes) -> BlockRecord:
     data: dict[str, Any] = json.loads(text)
     return BlockRecord(
         data["scope"],
@@ -104,7 +106,7 @@ def doc_to_json(doc: RecallDoc) -> str:
     )
 
 
-def doc_from_json(text: str | bytes) -> RecallDoc:
+def _doc(text: str | bytes) -> RecallDoc:
     data: dict[str, Any] = json.loads(text)
     return RecallDoc(
         data["message_id"],
@@ -117,3 +119,39 @@ def doc_from_json(text: str | bytes) -> RecallDoc:
         data["key"],
         data["context"],
     )
+
+
+# A long-term row that does not decode is a StoreError, as a message row is (codec.read_row): never the
+# ValueError or KeyError of the field that broke.
+def fact_from_json(text: str | bytes) -> Fact:
+    try:
+        return _fact(text)
+    except READ_ERRORS as exc:
+        raise _corrupt("fact", exc) from None
+
+
+def block_from_json(text: str | bytes) -> BlockRecord:
+    try:
+        return _block(text)
+    except READ_ERRORS as exc:
+        raise _corrupt("block", exc) from None
+
+
+def doc_from_json(text: str | bytes) -> RecallDoc:
+    try:
+        return _doc(text)
+    except READ_ERRORS as exc:
+        raise _corrupt("recall document", exc) from None
+
+
+def created_at(value: Any) -> datetime:
+    """A recall document's time as a server store reads it from its column."""
+    try:
+        return decode_datetime(value)
+    except READ_ERRORS as exc:
+        raise _corrupt("recall document", exc) from None
+
+
+def _corrupt(what: str, exc: BaseException) -> StoreError:
+    reason = f"{type(exc).__name__}: {exc}"
+    return StoreError(f"a stored {what} does not decode ({reason[:200]})")

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..errors import (
     AmbiguousSessionError,
+    ConfigurationError,
     ConflictError,
     InvalidMessageError,
     SessionLostError,
@@ -123,7 +124,7 @@ def written_state(request: AppendRequest) -> SessionState | None:
     if request.state is None:
         return None
     if request.expected_version is None:
-        raise ValueError("an append that saves a state needs expected_version")
+        raise ConfigurationError("an append that saves a state needs expected_version")
     return saved_state(request.state, request.expected_version)
 
 

@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..messages import Message
 from ._modelinfo import ModelInfo
 from .counter import TiktokenCounter, shared_tiktoken
@@ -121,7 +122,7 @@ class Calibration:
 
     def __init__(self, model: str, prior: float) -> None:
         if not math.isfinite(prior) or prior <= 0:
-            raise ValueError(f"the prior must be a positive number, got {prior!r}")
+            raise ConfigurationError(f"the prior must be a positive number, got {prior!r}")
         self.model = model
         self.prior = prior
         self._lock = threading.Lock()

@@ -38,6 +38,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from ..errors import InvalidMessageError
+
 __all__ = ["LOW_DETAIL_TOKENS", "MAX_HIGH_DETAIL_TOKENS", "image_tiles", "image_tokens"]
 
 BASE_TOKENS = 85
@@ -59,7 +61,7 @@ def image_tiles(width: int, height: int) -> int:
         height: image height in pixels (positive).
     """
     if width <= 0 or height <= 0:
-        raise ValueError(f"image size must be positive, got {width}x{height}")
+        raise InvalidMessageError(f"image size must be positive, got {width}x{height}", field="image")
     scale = Fraction(1)
     longest = max(width, height)
     if longest > _FIT_BOX:

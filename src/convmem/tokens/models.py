@@ -43,7 +43,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import ConfigurationError, UnknownModelError
+from ..errors import ConfigurationError, InvalidMessageError, UnknownModelError
 from ._catalog import MODELS
 from ._modelinfo import ModelInfo
 from .calibrated import calibrated_counter
@@ -197,17 +197,18 @@ def cost(
         cache_write_input_tokens: the part of ``input_tokens`` written to the prompt cache.
 
     Raises:
-        ValueError: a negative count, or more cached than input tokens.
+        InvalidMessageError: a negative count, or more cached than input tokens (a ValueError too).
         ConfigurationError: the model has no list price (open weights).
         UnknownModelError: ``model`` is a name the registry does not know.
     """
     info = lookup_model(model) if isinstance(model, str) else model
     if min(input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens) < 0:
-        raise ValueError("token counts must not be negative")
+        raise InvalidMessageError("token counts must not be negative", field="usage")
     if cached_input_tokens + cache_write_input_tokens > input_tokens:
-        raise ValueError(
+        raise InvalidMessageError(
             f"cached_input_tokens ({cached_input_tokens}) plus cache_write_input_tokens "
-            f"({cache_write_input_tokens}) exceeds input_tokens ({input_tokens})"
+            f"({cache_write_input_tokens}) exceeds input_tokens ({input_tokens})",
+            field="usage",
         )
     price_in, price_out = info.input_price_per_mtok, info.output_price_per_mtok
     if price_in is None or price_out is None:

@@ -41,6 +41,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from ...errors import InvalidFactError
 from ...messages import Message
 
 __all__ = [
@@ -68,7 +69,7 @@ def _ids(value: Sequence[str]) -> tuple[str, ...]:
 def _aware(value: datetime | None, name: str) -> None:
     # Naive datetimes compare wrongly against the UTC stamps convmem writes; reject them at the edge.
     if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-        raise ValueError(f"{name} must be a timezone-aware datetime, got {value!r}")
+        raise InvalidFactError(f"{name} must be a timezone-aware datetime, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +111,14 @@ class Fact:
 
     def __post_init__(self) -> None:
         if not self.text or not self.text.strip():
-            raise ValueError("a fact needs non-empty text")
+            raise InvalidFactError("a fact needs non-empty text")
         _aware(self.valid_from, "valid_from")
         _aware(self.valid_to, "valid_to")
         _aware(self.created_at, "created_at")
         if self.valid_to is not None and self.valid_to < self.valid_from:
-            raise ValueError(f"fact {self.id}: valid_to {self.valid_to} is before valid_from {self.valid_from}")
+            raise InvalidFactError(f"fact {self.id}: valid_to {self.valid_to} is before valid_from {self.valid_from}")
         if self.confidence is not None and not 0.0 <= self.confidence <= 1.0:
-            raise ValueError(f"confidence must be in [0, 1], got {self.confidence}")
+            raise InvalidFactError(f"confidence must be in [0, 1], got {self.confidence}")
         object.__setattr__(self, "source_message_ids", _ids(self.source_message_ids))
         object.__setattr__(self, "invalidated_by", _ids(self.invalidated_by))
         object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)) if self.metadata else _EMPTY)
@@ -148,7 +149,7 @@ class FactAdd:
 
     def __post_init__(self) -> None:
         if not self.text or not self.text.strip():
-            raise ValueError("FactAdd needs non-empty text")
+            raise InvalidFactError("FactAdd needs non-empty text")
         _aware(self.valid_from, "valid_from")
         object.__setattr__(self, "source_message_ids", _ids(self.source_message_ids))
 
@@ -171,9 +172,9 @@ class FactUpdate:
 
     def __post_init__(self) -> None:
         if not self.fact_id:
-            raise ValueError("FactUpdate must name the fact it replaces")
+            raise InvalidFactError("FactUpdate must name the fact it replaces")
         if not self.text or not self.text.strip():
-            raise ValueError("FactUpdate needs non-empty text")
+            raise InvalidFactError("FactUpdate needs non-empty text")
         _aware(self.valid_from, "valid_from")
         object.__setattr__(self, "source_message_ids", _ids(self.source_message_ids))
 
@@ -194,9 +195,9 @@ class FactInvalidate:
 
     def __post_init__(self) -> None:
         if not self.fact_id:
-            raise ValueError("FactInvalidate must name the fact it ends")
+            raise InvalidFactError("FactInvalidate must name the fact it ends")
         if not self.reason or not self.reason.strip():
-            raise ValueError("FactInvalidate needs a reason")
+            raise InvalidFactError("FactInvalidate needs a reason")
         _aware(self.valid_to, "valid_to")
         object.__setattr__(self, "source_message_ids", _ids(self.source_message_ids))
 

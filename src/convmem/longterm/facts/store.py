@@ -2,7 +2,7 @@
 
 The reference implementation: a dict of rows per user. Persistent fact
 stores (SQLite, files) live next to their message stores and run the same
-conformance tests (``tests/longterm/test_fact_stores.py``).
+contract tests (``tests/longterm/test_facts.py``).
 
 Example::
 

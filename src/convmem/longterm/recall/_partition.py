@@ -5,7 +5,7 @@ O(its length) and a query is a few numpy passes over the user's documents:
 filters become one boolean mask, BM25 fills a score vector, dense search is
 one matrix-vector product, and ``argpartition`` picks the top k. Vectors are
 an exact float32 matrix grown by doubling; an ANN index can replace
-:meth:`Partition.dense` later without changing anything above it.
+:meth:`Partition.dense_top` later without changing anything above it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
+from ...errors import ConfigurationError
 from ._np import np
 from .lexical import BM25Index
 from .model import DocRef, RecallDoc, Where
@@ -113,7 +114,7 @@ class Partition:
     def missing_vectors(self, model: str) -> list[int]:
         """Numbers of the documents without a vector of ``model``."""
         if self.model is not None and self.model != model:
-            raise ValueError(f"this index holds {self.model!r} vectors; cannot mix in {model!r}")
+            raise ConfigurationError(f"this index holds {self.model!r} vectors; cannot mix in {model!r}")
         n = len(self.docs)
         if self.vector_count == n:
             return []
@@ -126,7 +127,9 @@ class Partition:
             self.model = model
             self.vectors = np.zeros((max(64, len(self.docs)), dim), dtype=np.float32)
         elif self.vectors.shape[1] != dim:
-            raise ValueError(f"vectors of dimension {dim} cannot join an index of dimension {self.vectors.shape[1]}")
+            raise ConfigurationError(
+                f"vectors of dimension {dim} cannot join an index of dimension {self.vectors.shape[1]}"
+            )
         need = len(self.docs)
         if need > len(self.vectors):
             grown = np.zeros((max(need, 2 * len(self.vectors)), dim), dtype=np.float32)
@@ -171,14 +174,6 @@ class Partition:
             both(~inside)
         assert keep is None or len(keep) == n
         return keep
-
-    def lexical_scores(self, tokens: Sequence[str], keep: Array | None) -> tuple[Array, Array]:
-        """(numbers, BM25 scores) of the admitted documents sharing a term with the query."""
-        numbers, scores = self.lexical.scores(tokens)
-        if keep is not None and len(numbers):
-            admitted = keep[numbers]
-            numbers, scores = numbers[admitted], scores[admitted]
-        return numbers, scores
 
     def dense_scores(self, query: Array, keep: Array | None) -> tuple[Array, Array]:
         """(numbers, cosine similarities) of every admitted document that has a vector."""

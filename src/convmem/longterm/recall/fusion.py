@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any, TypeVar
 
+from ...errors import ConfigurationError
 from ._np import np
 
 __all__ = ["rrf", "zscore"]
@@ -38,7 +39,7 @@ def rrf(
     if weights is None:
         weights = [1.0] * len(rankings)
     if len(weights) != len(rankings):
-        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
+        raise ConfigurationError(f"{len(weights)} weights for {len(rankings)} rankings")
     scores: dict[K, float] = {}
     for ranking, weight in zip(rankings, weights, strict=True):
         for rank, item in enumerate(ranking, start=1):
@@ -59,7 +60,7 @@ def zscore(parts: Sequence[tuple[Array, Array, int]], weights: Sequence[float]) 
         (numbers, fused scores) of every document some retriever scored.
     """
     if len(weights) != len(parts):
-        raise ValueError(f"{len(weights)} weights for {len(parts)} retrievers")
+        raise ConfigurationError(f"{len(weights)} weights for {len(parts)} retrievers")
     base = 0.0
     columns = []
     for (numbers, scores, population), weight in zip(parts, weights, strict=True):

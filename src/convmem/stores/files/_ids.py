@@ -68,10 +68,6 @@ class IdIndex:
             raise IndexDamaged(str(self.dir / bucket)) from None
         return entries
 
-    def find(self, ids: Iterable[str], upto: int | None = None) -> set[str]:
-        """The ids among ``ids`` that the index holds (with a seq at most ``upto``, if given)."""
-        return set(self.locate(ids, upto))
-
     def locate(self, ids: Iterable[str], upto: int | None = None) -> dict[str, list[int]]:
         """The seqs the index records for each of ``ids`` it holds (at most ``upto``, if given).
 

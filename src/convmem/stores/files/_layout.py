@@ -286,7 +286,10 @@ class Layout:
             if session_id != meta.id:  # an ancestor's, whose lock is not held: read its shared lines instead
                 return scan_ids(lines, ids, hi)
             index.rebuild(lines)
-            return index.locate(ids, hi)
+            try:
+                return index.locate(ids, hi)
+            except IndexDamaged:  # damaged again as it was written (a failing disk): read the lines instead
+                return scan_ids(lines, ids, hi)
 
     def index_shared(self, user_id: str | None, session_id: str) -> None:
         """Complete the id index of a session whose rows a new fork will share (its lock is held).

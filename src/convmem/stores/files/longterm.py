@@ -74,7 +74,7 @@ class _Log(Generic[T]):
         for number, line in enumerate(data[:end].splitlines()):
             try:
                 new.append(self.parse(line))
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, StoreError) as exc:  # StoreError: a row that does not decode
                 where = f"line {len(self.records) + number + 1}"
                 raise StoreError(f"file store {self.path}: {where} is corrupt: {exc}") from exc
         self._offset += end

@@ -79,7 +79,7 @@ def record(row: Sequence[Any]) -> SessionRecord:
 
 
 def user_key(user_id: str | None) -> str:
-    """The value of the generated ``user_key`` column for ``user_id`` (see :mod:`._pg_sql`)."""
+    """The value of the generated ``user_key`` column for ``user_id`` (see :mod:`._sql`)."""
     return "" if user_id is None else "u" + user_id
 
 

@@ -43,7 +43,7 @@ from ...errors import ConfigurationError
 from ...longterm.recall._np import np
 from ...longterm.recall.model import RecallDoc, Where
 from ...longterm.recall.store import StoreHit, StoreQuery, StoreResult
-from ..codec import decode_datetime
+from .._longterm_codec import created_at
 from . import _lexical
 from ._ops import Flow, Query, user_key
 
@@ -291,7 +291,7 @@ COUNT = f"SELECT {KEPT_COUNT}"
 
 def doc_of(row: Sequence[Any], user_id: str | None) -> RecallDoc:
     _, session, mid, seq, role, created, text, key, context = row
-    return RecallDoc(mid, session, user_id, seq, role, text, decode_datetime(created), key, context)
+    return RecallDoc(mid, session, user_id, seq, role, text, created_at(created), key, context)
 
 
 def search(vs: str | None, query: StoreQuery, words: str | None) -> Flow[StoreResult]:

@@ -52,8 +52,8 @@ from ...longterm.facts.store import select_facts
 from ...longterm.recall._np import np
 from ...longterm.recall.model import DocRef, RecallDoc
 from ...longterm.recall.store import StoreQuery, StoreResult
-from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json
-from ..codec import decode_datetime, encode_datetime
+from .._longterm_codec import block_from_json, block_to_json, created_at, fact_from_json, fact_to_json
+from ..codec import encode_datetime
 from . import _lexical as lexical
 from . import _recall as recall
 from . import _sql as sql
@@ -235,7 +235,7 @@ class PostgresRecallStore(_Shared):
         def flow() -> Flow[list[RecallDoc]]:
             rows = yield Query(sql.LOAD_RECALL_DOCS, (user_key(user_id),))
             return [
-                RecallDoc(mid, session, user_id, seq, role, text, decode_datetime(created), key, context)
+                RecallDoc(mid, session, user_id, seq, role, text, created_at(created), key, context)
                 for mid, session, seq, role, created, text, key, context in rows
             ]
 

@@ -43,8 +43,8 @@ from ...longterm.recall import lexical
 from ...longterm.recall._np import np
 from ...longterm.recall.lexical import STOPWORDS
 from ...longterm.recall.model import DocRef, RecallDoc
-from .._longterm_codec import block_from_json, block_to_json, fact_from_json, fact_to_json, key
-from ..codec import decode_datetime, encode_datetime
+from .._longterm_codec import block_from_json, block_to_json, created_at, fact_from_json, fact_to_json, key
+from ..codec import encode_datetime
 from . import _sql as sql
 from ._db import Database
 
@@ -189,7 +189,7 @@ class SQLiteRecallStore(_Shared):
         with self.db.transaction(write=False) as conn:
             rows = conn.execute(sql.LOAD_RECALL_DOCS, (key(user_id),)).fetchall()
         return [
-            RecallDoc(mid, session, user_id, seq, role, text, decode_datetime(created), doc_key, context)
+            RecallDoc(mid, session, user_id, seq, role, text, created_at(created), doc_key, context)
             for mid, session, seq, role, created, text, doc_key, context in rows
         ]
 
