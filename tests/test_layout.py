@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("longterm",),
     ("memory",),  # the I/O-free core: every module of convmem/memory/ but the composition root of layer 6
     ("stores", "llm"),
-    ("memory.__init__", "memory.aio", "memory._base"),
+    ("memory.__init__", "memory.aio", "memory._base", "memory._longterm"),
     ("cli", "testing", "server", "client", "integrations", "mcp", "__init__", "__main__"),
 ]
 CORE = LAYERS.index(("memory",))

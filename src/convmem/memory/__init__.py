@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._effects import drive
 from ..errors import ConfigurationError, SessionNotFoundError
@@ -58,6 +58,10 @@ from .aio import AsyncMemory
 from .options import Options
 from .sinks import AsyncEvictionSink, EvictionSink
 
+if TYPE_CHECKING:
+    from ..longterm.facts import Facts
+    from ..longterm.recall import RecallIndex
+
 __all__ = ["AsyncEvictionSink", "AsyncMemory", "EvictionSink", "InputLike", "Memory", "MessageLike", "Options"]
 
 T = TypeVar("T")
@@ -67,6 +71,8 @@ class Memory(MemoryBase[Store]):
     """A conversation memory with a synchronous API. See the module docstring; options: ``MemoryBase.__init__``."""
 
     _lock: threading.RLock
+    facts: Facts | None  # Memory(facts=True): the store's facts (see MemoryBase.__init__)
+    recall: RecallIndex | None  # Memory(recall=True): the store's recall index
 
     def _attach(self, store: Store | str | None) -> None:
         _refuse_async_only(self._core)  # before a URL is opened: a refused memory leaves nothing open

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from ..errors import ContextOverflowError, SessionNotFoundError
 from ..formats import Format
@@ -39,10 +39,15 @@ from ..usage import Stats
 from ._core import MemoryCore
 from ._effects import Append, Delete, Find, Load, Read, SaveState, StoreEffect
 from ._intake import InputLike
+from ._longterm import wire
 from ._staging import keep_config
 from ._usage import adopt, noted
 from .options import FOLDING, Options
 from .sinks import AsyncEvictionSink, EvictionSink
+
+if TYPE_CHECKING:
+    from ..longterm.facts.model import AsyncFactExtractor, FactExtractor
+    from ..longterm.recall.embedders import Embedder
 
 __all__ = ["MemoryBase", "store_call"]
 
@@ -76,6 +81,8 @@ class MemoryBase(Generic[StoreT]):
         format: Format = "openai",
         limits: Limits | None = None,
         cache_breakpoints: bool = True,
+        facts: bool | FactExtractor | AsyncFactExtractor = False,
+        recall: bool | Embedder = False,
     ) -> None:
         """A memory of one session: a new one, or one a store already holds messages of.
 
@@ -119,6 +126,13 @@ class MemoryBase(Generic[StoreT]):
             limits: what a message may hold at the door (default: ``convmem.limits.Limits()``).
             cache_breakpoints: whether the ``"anthropic"`` format marks with ``cache_control`` where
                 the stable prefix ends (at most 4 marks with the caller's own).
+            facts: ``True`` keeps the user's facts in the store's own fact store (``store.facts()``) and
+                renders those valid now into every request (a ``FactsBlock`` after the caller's blocks);
+                a fact extractor also mines what the memory evicts for facts. ``memory.facts`` is the
+                ``Facts`` (``AsyncFacts`` in ``AsyncMemory``) to add, update and query them.
+            recall: ``True`` indexes everything the memory evicts in the store's own recall index
+                (``store.recall()``) and recalls what the input asks about every turn (a
+                ``RecallBlock``); an embedder makes it hybrid. ``memory.recall`` is the ``RecallIndex``.
 
         Raises:
             ConfigurationError: an option of the wrong type or out of range, a budget the model's
@@ -158,10 +172,31 @@ class MemoryBase(Generic[StoreT]):
         self.model = model
         self.format: Format = format
         self._attach(store)
+        try:
+            wired = wire(self.store, facts=facts, recall=recall, awaited=self._awaited)
+        except BaseException:
+            self._discard()
+            raise
+        self.facts, self.recall = wired.facts, wired.recall
+        if wired.blocks or wired.sinks:  # after the caller's own, so the caller's priorities read first
+            self.options = replace(self.options, blocks=(*blocks, *wired.blocks), sinks=(*sinks, *wired.sinks))
+            self._core = MemoryCore(self.options)
+            if default is not None:
+                default.bind(self._core.counter.count_text)
 
     def _attach(self, store: StoreT | str | None) -> None:
         """The twin's part of the constructor: check what only it refuses, take the store, make the lock."""
         raise NotImplementedError
+
+    _owns_store: bool  # whether close() closes the store (the memory opened it from a URL or made it)
+    _awaited = False  # whether the twin awaits its store (AsyncMemory): its blocks read a sync twin
+
+    def _discard(self) -> None:
+        """Close, without awaiting, a store the constructor opened and then refused (nothing was written)."""
+        if self._owns_store:
+            close = getattr(getattr(self.store, "sync", self.store), "close", None)
+            if close is not None:
+                close()
 
     def _reading(self) -> AbstractContextManager[Any]:
         """What a read that does no I/O holds: the twin's lock, when it can be taken without awaiting."""

@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Iterable
 from contextlib import nullcontext
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._effects import adrive
 from ..errors import SessionNotFoundError
@@ -39,6 +39,10 @@ from ._flows import Flow
 from ._intake import InputLike, MessageLike
 from .sinks import AsyncEvictionSink
 
+if TYPE_CHECKING:
+    from ..longterm.facts import AsyncFacts
+    from ..longterm.recall import RecallIndex
+
 __all__ = ["AsyncMemory"]
 
 T = TypeVar("T")
@@ -48,6 +52,9 @@ class AsyncMemory(MemoryBase[AsyncStore]):
     """The async twin of :class:`Memory`: the same behaviour, awaited. It never calls ``asyncio.run``."""
 
     _lock: asyncio.Lock
+    _awaited = True  # its blocks read the sync twin of a thread-run store (see memory._longterm)
+    facts: AsyncFacts | None  # AsyncMemory(facts=True): the store's facts, awaited
+    recall: RecallIndex | None  # AsyncMemory(recall=True): the store's recall index
 
     def _attach(self, store: AsyncStore | str | None) -> None:
         self._owns_store = store is None or isinstance(store, str)
