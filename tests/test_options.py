@@ -25,12 +25,14 @@ from .fakes import RecordingSummarizer
 
 #: The constructor's parameters that say which session, not how to keep it.
 IDENTITY = {"self", "store", "session_id", "user_id"}
+#: The ones it turns into blocks and sinks from the session's store (``memory._longterm``), not options of their own.
+WIRING = {"facts", "recall"}
 
 
 def test_the_constructor_takes_exactly_the_options_with_the_same_types_and_defaults() -> None:
     parameters = inspect.signature(MemoryBase.__init__).parameters
     fields = {f.name: f for f in dataclasses.fields(Options)}
-    assert set(parameters) - IDENTITY == set(fields)
+    assert set(parameters) - IDENTITY - WIRING == set(fields)
     for name, field in fields.items():
         parameter = parameters[name]
         assert parameter.annotation == field.type, name
