@@ -54,7 +54,7 @@ __all__ = ["USAGE_KEYS", "FoldRequest", "MemoryCore", "Stats"]
 
 MAX_WARNINGS = 20
 USAGE_KEYS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens")
-USAGE_KEYS += ("cost_usd", "cache_savings_usd")
+USAGE_KEYS += ("cache_write_1h_tokens", "cost_usd", "cache_savings_usd")
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +337,7 @@ class MemoryCore:
             cached_input_tokens=c["cached_input_tokens"],
             cache_write_tokens=c["cache_write_tokens"],
             cache_savings_usd=c["cache_savings_usd"],
+            cache_write_1h_tokens=c["cache_write_1h_tokens"],
         )
 
     # -- resume ------------------------------------------------------------------------------
