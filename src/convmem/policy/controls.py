@@ -142,9 +142,8 @@ class CacheControls(NamedTuple):
             ttl = options.get("ttl")
             if ttl is not None and ttl not in OPENAI_TTLS[format]:
                 api = "Chat Completions" if format == "openai" else "Responses"
-                raise ConfigurationError(
-                    f"prompt_cache_options.ttl {ttl!r}: the {api} API takes {' or '.join(OPENAI_TTLS[format])}"
-                )
+                takes = " or ".join(map(repr, OPENAI_TTLS[format]))
+                raise ConfigurationError(f"prompt_cache_options.ttl {ttl!r}: the {api} API takes {takes}")
             out["prompt_cache_options"] = dict(options)
         return out
 
