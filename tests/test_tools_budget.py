@@ -400,3 +400,15 @@ def test_a_function_moves_between_the_formats_without_losing_its_schema() -> Non
     }
     (back,), _ = render_tools(parse_tools([responses]), "openai")
     assert back == {**WEATHER, "function": {**WEATHER["function"], "strict": False}}  # type: ignore[dict-item]
+
+
+def test_tools_that_send_the_same_keep_the_prefix_and_still_say_what_was_left_out() -> None:
+    web = {"type": "web_search_20250305", "name": "web_search"}
+    memory = Memory("gpt-4o", tools=[WEATHER], max_tokens=8000)
+    memory.add({"role": "user", "content": "hi"})
+    first = memory.context()
+    with_web = memory.context(tools=[WEATHER, web])  # Chat sends the same tools: the same prefix
+    assert not with_web.account.tools_changed
+    assert with_web.account.tools == first.account.tools
+    assert [o.reason for o in with_web.left_out] == ["tool_unsupported"]
+    assert not memory.context().left_out  # the memory's own again: nothing left out

@@ -83,11 +83,11 @@ class ToolsForRequest:
             return last[2]
         rendered, refused = render_tools(tools, format)
         key = tools_key(rendered)
-        if last is not None and last[2].key == key and last[1] == version:
-            result = last[2]
+        left_out = tuple(LeftOut("tool_unsupported", detail=r.reason) for r in refused)
+        if last is not None and last[2].key == key and last[1] == version:  # what is sent is the same
+            result = last[2]._replace(left_out=left_out)
         else:
             count = count_tools(self.counter, rendered, format, self.info)
-            left_out = tuple(LeftOut("tool_unsupported", detail=r.reason) for r in refused)
             result = RequestTools(tuple(rendered), count.tokens, count.exact, key, left_out)
         self._last[format] = (tools, version, result)
         return result
