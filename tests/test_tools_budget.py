@@ -412,3 +412,30 @@ def test_tools_that_send_the_same_keep_the_prefix_and_still_say_what_was_left_ou
     assert with_web.account.tools == first.account.tools
     assert [o.reason for o in with_web.left_out] == ["tool_unsupported"]
     assert not memory.context().left_out  # the memory's own again: nothing left out
+
+
+def test_tools_are_counted_once_however_the_memorys_and_a_requests_tools_alternate() -> None:
+    from convmem.policy.controls import ToolsForRequest
+    from convmem.tokens import counter_for, lookup_model
+
+    class Counting:
+        def __init__(self) -> None:
+            self.inner, self.calls = counter_for("gpt-4o"), 0
+            self.encoding = self.inner.encoding
+
+        def count_text(self, text: str) -> int:
+            self.calls += 1
+            return self.inner.count_text(text)
+
+    counter = Counting()
+    tools = ToolsForRequest(counter, lookup_model("gpt-4o"))  # type: ignore[arg-type]
+    own = parse_tools([WEATHER])
+    other = {"type": "function", "function": {"name": "now"}}
+    first = tools(own, "openai")
+    seen = []
+    for _ in range(5):
+        assert tools(own, "openai") == first
+        tools(parse_tools([WEATHER, other]), "openai")  # a request's own tools, parsed anew each time
+        assert tools(parse_tools([WEATHER]), "openai").tokens == first.tokens  # equal tools: the same count
+        seen.append(counter.calls)
+    assert len(set(seen)) == 1  # after the first round, nothing is counted again

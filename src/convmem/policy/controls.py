@@ -66,13 +66,17 @@ NO_TOOLS = RequestTools()
 class ToolsForRequest:
     """Tools rendered for a format and counted, by one model's counter.
 
-    The last tools of each format are kept: the same tools (a memory's own, or equal ones given again)
-    are neither rendered nor counted again until a calibrated counter has learned.
+    Counts are kept by what is sent (the rendered tools' text, a few sets per format), so the same tools,
+    or equal ones given again, are counted once until a calibrated counter learns; the last tools of
+    each format are not even rendered again.
     """
+
+    KEPT = 16  # counted sets of tools kept, across formats
 
     def __init__(self, counter: TokenCounter, info: ModelInfo | None) -> None:
         self.counter, self.info = counter, info
         self._last: dict[str, tuple[tuple[ToolDefinition, ...], Any, RequestTools]] = {}
+        self._counted: dict[tuple[str, str], tuple[Any, RequestTools]] = {}
 
     def __call__(self, tools: tuple[ToolDefinition, ...], format: str) -> RequestTools:
         if not tools:
@@ -84,11 +88,15 @@ class ToolsForRequest:
         rendered, refused = render_tools(tools, format)
         key = tools_key(rendered)
         left_out = tuple(LeftOut("tool_unsupported", detail=r.reason) for r in refused)
-        if last is not None and last[2].key == key and last[1] == version:  # what is sent is the same
-            result = last[2]._replace(left_out=left_out)
+        counted = self._counted.get((format, key))
+        if counted is not None and counted[0] == version:  # what is sent is the same
+            result = counted[1]._replace(left_out=left_out)
         else:
             count = count_tools(self.counter, rendered, format, self.info)
             result = RequestTools(tuple(rendered), count.tokens, count.exact, key, left_out)
+            self._counted[(format, key)] = (version, result)
+            if len(self._counted) > self.KEPT:
+                del self._counted[next(iter(self._counted))]
         self._last[format] = (tools, version, result)
         return result
 
