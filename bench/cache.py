@@ -14,6 +14,7 @@ prices: writes at 1.25x the input price, reads at a tenth) and under Anthropic's
 is full (the history no longer fits), as token-weighted means; ``fill`` is the mean request size over the input budget.
 
 Run:  .venv/bin/python bench/cache.py [--budgets 4000,16000] [--workloads agent,locomo] [--json out.json]
+      [--implicit-only] (convmem's OpenAI requests without its explicit breakpoints)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from evidence import needles, questions, request_text
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "examples" / "agent_session.jsonl"
 RESERVE = 256
+EXPLICIT_BREAKPOINTS = True  # convmem's OpenAI requests carry its prompt_cache_breakpoint parts (--implicit-only: not)
 SYSTEM = "You are a helpful assistant. Answer from the conversation and the memories you are given."
 
 Step = list[dict[str, Any]]
@@ -144,7 +146,7 @@ class ConvmemRunner(Runner):
             sinks=sinks,
             blocks=memory_blocks,
             # The explicit breakpoints a GPT-5.6 model gets (the same text: gpt-4o's bill does not change).
-            prompt_cache_options={"mode": "implicit"},
+            prompt_cache_options={"mode": "implicit"} if EXPLICIT_BREAKPOINTS else None,
             **options,
         )
 
@@ -563,7 +565,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--sweep", action="store_true", help="eviction settings instead of the peers")
     parser.add_argument("--evidence", action="store_true", help="LoCoMo: evidence of each question in the request")
+    parser.add_argument("--implicit-only", action="store_true", help="no explicit OpenAI breakpoints from convmem")
     args = parser.parse_args(argv)
+    global EXPLICIT_BREAKPOINTS
+    EXPLICIT_BREAKPOINTS = not args.implicit_only
     if not LOCOMO.exists() and "locomo" in args.workloads:
         sys.exit(f"LoCoMo data not found at {LOCOMO}")
     tokens, price = Tokens(), prices()
