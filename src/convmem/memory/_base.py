@@ -247,8 +247,8 @@ class MemoryBase(Generic[StoreT]):
         """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings.
 
         ``context_tokens`` is what ``context().tokens`` reports for this state when no input is given
-        and no blocks are set: pinned, summary and window as they fit the budget, plus the reply
-        priming (and, in the Anthropic format, the continuation placeholder). Blocks are left out
+        and no blocks are set: the memory's tools, pinned, summary and window as they fit the budget,
+        plus the reply priming (and, in the Anthropic format, the continuation placeholder). Blocks are left out
         because rendering them may search a store; ``context().account.blocks`` has their share.
         """
         with self._reading():  # a consistent reading while another thread adds
