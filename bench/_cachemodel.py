@@ -185,8 +185,9 @@ class Biller:
             ids.extend(self.tokens.of(text))
         return tuple(ids)
 
-    def _boundaries(self, request: Request) -> list[tuple[int, int, bytes, bool]]:
-        """(segment index, tokens so far, digest of the prefix, is a breakpoint) at every block end."""
+    def _boundaries(self, request: Request, *, every: bool = False) -> list[tuple[int, int, bytes, bool]]:
+        """(segment index, tokens so far, digest of the prefix, is a breakpoint) at every block end
+        (with ``every``, at every segment end)."""
         out = []
         digest = hashlib.blake2b(digest_size=16)
         tokens = 0
@@ -194,24 +195,17 @@ class Biller:
             ids = self.tokens.of(text)
             tokens += len(ids)
             digest.update(array("I", ids).tobytes())
-            if index in request.blocks:
+            if every or index in request.blocks:
                 out.append((index, tokens, digest.copy().digest(), index in request.breaks))
         return out
 
     def _paid_writes(self, request: Request, total: int) -> tuple[int, int]:
         """OpenAI with paid writes: the tokens read at a breakpoint written before, and those written now."""
-        ends: list[tuple[int, bytes, bool]] = []  # (tokens so far, digest of the prefix, a breakpoint) per segment
-        digest = hashlib.blake2b(digest_size=16)
-        tokens = 0
-        for index, text in enumerate(request.segments):
-            ids = self.tokens.of(text)
-            tokens += len(ids)
-            digest.update(array("I", ids).tobytes())
-            ends.append((tokens, digest.copy().digest(), index in request.breaks))
+        ends = self._boundaries(request, every=True)
         recent = set(self.breakpoints)
-        hit = max((t for t, d, _ in ends if t >= OPENAI_MIN and d in recent), default=0)
-        explicit = [d for _, d, is_break in ends if is_break][-OPENAI_EXPLICIT:]
-        self.breakpoints = [*self.breakpoints, *explicit, *(ends[-1][1:2] if ends else ())][-OPENAI_BREAKPOINTS:]
+        hit = max((t for _, t, d, _ in ends if t >= OPENAI_MIN and d in recent), default=0)
+        explicit = [d for _, _, d, is_break in ends if is_break][-OPENAI_EXPLICIT:]
+        self.breakpoints = [*self.breakpoints, *explicit, *(ends[-1][2:3] if ends else ())][-OPENAI_BREAKPOINTS:]
         return hit, (total - hit if total >= OPENAI_MIN else 0)
 
     def bill(self, openai: Request, anthropic: Request) -> Bill:
