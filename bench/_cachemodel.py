@@ -10,6 +10,12 @@ requests share a prefix up to the first differing token.
   from cache for the longest prefix it shares with a recent request, counted
   in steps of 128 tokens after the first 1,024; cached tokens cost the model's
   cached-input price.
+* **OpenAI with paid writes** (the GPT-5.6 family and later, which bill cache writes at 1.25x the input
+  price): each request writes its prefix at its implicit breakpoint (taken as its end) and at its
+  latest three explicit ``prompt_cache_breakpoint`` parts, and reads the longest prefix that ends at
+  one of the latest 80 breakpoints written before (a request that only shares a start with an earlier
+  one reads nothing where they part: these models no longer cache in 128-token steps); what it does
+  not read it writes, at the write price, once it is 1,024 tokens or more.
 * **Anthropic** caches at ``cache_control`` breakpoints: a request reads the
   longest prefix ending at one of its breakpoints that an earlier request
   wrote (10% of the input price), writes the rest up to its last breakpoint
@@ -33,6 +39,8 @@ from convmem.tokens import counter_for
 OPENAI_MIN, OPENAI_STEP = 1024, 128
 ANTHROPIC_MIN = 1024
 LOOKBACK = 20  # content blocks a breakpoint looks back over for an earlier write
+OPENAI_BREAKPOINTS = 80  # the latest breakpoints an OpenAI request with paid writes is matched against
+OPENAI_EXPLICIT = 3  # explicit breakpoints one request writes beside the implicit one
 
 
 class Tokens:
@@ -64,8 +72,10 @@ def _text(content: Any) -> str:
                 out.append(_text(part.get("content")))
             elif kind == "tool_use":
                 out.append(json.dumps({"name": part.get("name"), "input": part.get("input")}, sort_keys=True))
-            else:
-                out.append(json.dumps(part, sort_keys=True))
+            else:  # an image or a file, as its JSON (a breakpoint marks where a prefix ends: it is not sent text)
+                out.append(
+                    json.dumps({k: v for k, v in part.items() if k != "prompt_cache_breakpoint"}, sort_keys=True)
+                )
         else:
             out.append(str(part))
     return "".join(out)
@@ -93,7 +103,9 @@ def openai_request(messages: Sequence[Mapping[str, Any]]) -> Request:
     request = Request()
     for m in messages:
         request.add(f"<|start|>{m.get('role')}\n")
-        request.add(_text(m.get("content")))
+        content = m.get("content")
+        marked = isinstance(content, list) and any("prompt_cache_breakpoint" in p for p in content)
+        request.add(_text(content), breakpoint=marked)
         for call in m.get("tool_calls") or ():
             request.add(json.dumps(call.get("function"), sort_keys=True))
         if m.get("tool_call_id"):
@@ -136,6 +148,8 @@ class Bill:
     reused: int  # tokens shared with the previous request (the prefix)
     openai_cached: int
     openai_usd: float
+    openai_writes_read: int  # OpenAI with paid writes: tokens read, and the cost with the writes billed
+    openai_writes_usd: float
     anthropic_read: int
     anthropic_written: int
     anthropic_usd: float
@@ -147,6 +161,9 @@ class Prices:
 
     openai_input: float
     openai_cached: float
+    writes_input: float  # an OpenAI model that bills cache writes (GPT-5.6 and later)
+    writes_cached: float
+    writes_write: float
     anthropic_input: float
     anthropic_read: float
     anthropic_write: float
@@ -160,6 +177,7 @@ class Biller:
         self.prices = prices
         self.previous: tuple[int, ...] = ()
         self.written: set[bytes] = set()
+        self.breakpoints: list[bytes] = []  # the prefixes written at breakpoints, latest last (paid writes)
 
     def _ids(self, request: Request) -> tuple[int, ...]:
         ids: list[int] = []
@@ -167,8 +185,9 @@ class Biller:
             ids.extend(self.tokens.of(text))
         return tuple(ids)
 
-    def _boundaries(self, request: Request) -> list[tuple[int, int, bytes, bool]]:
-        """(segment index, tokens so far, digest of the prefix, is a breakpoint) at every block end."""
+    def _boundaries(self, request: Request, *, every: bool = False) -> list[tuple[int, int, bytes, bool]]:
+        """(segment index, tokens so far, digest of the prefix, is a breakpoint) at every block end
+        (with ``every``, at every segment end)."""
         out = []
         digest = hashlib.blake2b(digest_size=16)
         tokens = 0
@@ -176,9 +195,18 @@ class Biller:
             ids = self.tokens.of(text)
             tokens += len(ids)
             digest.update(array("I", ids).tobytes())
-            if index in request.blocks:
+            if every or index in request.blocks:
                 out.append((index, tokens, digest.copy().digest(), index in request.breaks))
         return out
+
+    def _paid_writes(self, request: Request, total: int) -> tuple[int, int]:
+        """OpenAI with paid writes: the tokens read at a breakpoint written before, and those written now."""
+        ends = self._boundaries(request, every=True)
+        recent = set(self.breakpoints)
+        hit = max((t for _, t, d, _ in ends if t >= OPENAI_MIN and d in recent), default=0)
+        explicit = [d for _, _, d, is_break in ends if is_break][-OPENAI_EXPLICIT:]
+        self.breakpoints = [*self.breakpoints, *explicit, *(ends[-1][2:3] if ends else ())][-OPENAI_BREAKPOINTS:]
+        return hit, (total - hit if total >= OPENAI_MIN else 0)
 
     def bill(self, openai: Request, anthropic: Request) -> Bill:
         ids = self._ids(openai)
@@ -187,6 +215,9 @@ class Biller:
         cached = 0 if shared < OPENAI_MIN else OPENAI_MIN + (shared - OPENAI_MIN) // OPENAI_STEP * OPENAI_STEP
         p = self.prices
         openai_usd = ((len(ids) - cached) * p.openai_input + cached * p.openai_cached) / 1e6
+        hit, paid = self._paid_writes(openai, len(ids))
+        fresh = len(ids) - hit - paid
+        writes_usd = (fresh * p.writes_input + hit * p.writes_cached + paid * p.writes_write) / 1e6
         bounds = self._boundaries(anthropic)
         total = bounds[-1][1] if bounds else 0
         total = max(total, len(self._ids(anthropic)))
@@ -203,7 +234,7 @@ class Biller:
         self.written.update(digest for _, digest in breaks)
         full = total - read - written
         anthropic_usd = (read * p.anthropic_read + written * p.anthropic_write + full * p.anthropic_input) / 1e6
-        return Bill(len(ids), shared, cached, openai_usd, read, written, anthropic_usd)
+        return Bill(len(ids), shared, cached, openai_usd, hit, writes_usd, read, written, anthropic_usd)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

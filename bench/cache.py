@@ -8,11 +8,13 @@ Workloads (each replayed turn by turn; a *turn* ends wherever an app calls the m
   user and B as the assistant, every 10th assistant turn a tool call whose result is that turn's text.
 
 For every request: its tokens, the prefix it shares with the previous request, and its billed input cost
-under OpenAI's automatic caching (gpt-4o prices) and Anthropic's ``cache_control`` caching (Claude Sonnet 4.5
-prices), as :mod:`bench._cachemodel` models them. Figures are taken once the budget is full (the history
-no longer fits), as token-weighted means; ``fill`` is the mean request size over the input budget.
+under OpenAI's automatic caching (gpt-4o prices), under OpenAI's caching with paid writes (gpt-5.6-terra
+prices: writes at 1.25x the input price, reads at a tenth) and under Anthropic's ``cache_control`` caching
+(Claude Sonnet 4.5 prices), as :mod:`bench._cachemodel` models them. Figures are taken once the budget
+is full (the history no longer fits), as token-weighted means; ``fill`` is the mean request size over the input budget.
 
 Run:  .venv/bin/python bench/cache.py [--budgets 4000,16000] [--workloads agent,locomo] [--json out.json]
+      [--implicit-only] (convmem's OpenAI requests without its explicit breakpoints)
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from evidence import needles, questions, request_text
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = ROOT / "examples" / "agent_session.jsonl"
 RESERVE = 256
+EXPLICIT_BREAKPOINTS = True  # convmem's OpenAI requests carry its prompt_cache_breakpoint parts (--implicit-only: not)
 SYSTEM = "You are a helpful assistant. Answer from the conversation and the memories you are given."
 
 Step = list[dict[str, Any]]
@@ -142,6 +145,8 @@ class ConvmemRunner(Runner):
             max_output_tokens=RESERVE,
             sinks=sinks,
             blocks=memory_blocks,
+            # The explicit breakpoints a GPT-5.6 model gets (the same text: gpt-4o's bill does not change).
+            prompt_cache_options={"mode": "implicit"} if EXPLICIT_BREAKPOINTS else None,
             **options,
         )
 
@@ -457,6 +462,7 @@ class Result:
     fill: float
     reuse: float
     openai_usd: float
+    writes_usd: float  # OpenAI with paid cache writes (GPT-5.6 and later)
     anthropic_usd: float
     over_budget: int
     evidence: float | None = None  # LoCoMo: mean share of each question's evidence turns in the final request
@@ -501,6 +507,7 @@ def run(
         fill=sum(c for _, c in full) / len(full) / (budget - RESERVE),
         reuse=sum(b.reused for b, _ in full) / total,
         openai_usd=sum(b.openai_usd for b, _ in full) / len(full),
+        writes_usd=sum(b.openai_writes_usd for b, _ in full) / len(full),
         anthropic_usd=sum(b.anthropic_usd for b, _ in full) / len(full),
         over_budget=over,
         evidence=evidence,
@@ -528,17 +535,25 @@ def reuse_ceiling(steps: list[Step], budget: int) -> float:
 
 
 def prices() -> Prices:
-    openai, claude = lookup_model("gpt-4o"), lookup_model("claude-sonnet-4-5")
+    """The registry's prices: gpt-4o (free writes), gpt-5.6-terra (paid writes), Claude Sonnet 4.5."""
+    openai, writes, claude = (lookup_model(m) for m in ("gpt-4o", "gpt-5.6-terra", "claude-sonnet-4-5"))
     assert openai.input_price_per_mtok is not None
     assert openai.cached_input_price_per_mtok is not None
+    assert writes.input_price_per_mtok is not None
+    assert writes.cached_input_price_per_mtok is not None
+    assert writes.cache_write_price_per_mtok is not None
     assert claude.input_price_per_mtok is not None
     assert claude.cached_input_price_per_mtok is not None
+    assert claude.cache_write_price_per_mtok is not None
     return Prices(
         openai_input=openai.input_price_per_mtok,
         openai_cached=openai.cached_input_price_per_mtok,
+        writes_input=writes.input_price_per_mtok,
+        writes_cached=writes.cached_input_price_per_mtok,
+        writes_write=writes.cache_write_price_per_mtok,
         anthropic_input=claude.input_price_per_mtok,
         anthropic_read=claude.cached_input_price_per_mtok,
-        anthropic_write=claude.input_price_per_mtok * 1.25,
+        anthropic_write=claude.cache_write_price_per_mtok,
     )
 
 
@@ -550,14 +565,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--sweep", action="store_true", help="eviction settings instead of the peers")
     parser.add_argument("--evidence", action="store_true", help="LoCoMo: evidence of each question in the request")
+    parser.add_argument("--implicit-only", action="store_true", help="no explicit OpenAI breakpoints from convmem")
     args = parser.parse_args(argv)
+    global EXPLICIT_BREAKPOINTS
+    EXPLICIT_BREAKPOINTS = not args.implicit_only
     if not LOCOMO.exists() and "locomo" in args.workloads:
         sys.exit(f"LoCoMo data not found at {LOCOMO}")
     tokens, price = Tokens(), prices()
     rows = []
     print(
         f"{'workload':<7} {'budget':>6} | {'configuration':<46} | {'fill':>5} | {'reuse':>5} | "
-        f"{'OpenAI $/1k turns':>17} | {'Anthropic $/1k turns':>20} | over | evidence"
+        f"{'OpenAI $/1k turns':>17} | {'GPT-5.6 $/1k turns':>18} | {'Anthropic $/1k turns':>20} | over | evidence"
     )
     for workload in args.workloads.split(","):
         steps = WORKLOADS[workload]()
@@ -571,7 +589,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 rows.append({"workload": workload, "budget": budget, "config": name, **vars(result)})
                 print(
                     f"{workload:<7} {budget:>6} | {name[:46]:<46} | {result.fill:>5.0%} | {result.reuse:>5.0%} | "
-                    f"{result.openai_usd * 1000:>17.2f} | {result.anthropic_usd * 1000:>20.2f} | "
+                    f"{result.openai_usd * 1000:>17.2f} | {result.writes_usd * 1000:>18.2f} | "
+                    f"{result.anthropic_usd * 1000:>20.2f} | "
                     f"{result.over_budget:>4} | {'-' if result.evidence is None else f'{result.evidence:.0%}'}"
                 )
             sys.stdout.flush()

@@ -1,11 +1,16 @@
 """Reading a provider's usage object, whatever its shape.
 
 OpenAI Chat Completions reports ``prompt_tokens`` / ``completion_tokens`` and
-``prompt_tokens_details.cached_tokens``; the Responses API ``input_tokens`` /
-``output_tokens`` and ``input_tokens_details.cached_tokens``; Anthropic
-``input_tokens`` / ``output_tokens`` plus ``cache_read_input_tokens`` and
-``cache_creation_input_tokens`` (which Anthropic does *not* include in
-``input_tokens``). SDK objects and plain dicts are both accepted.
+``prompt_tokens_details.cached_tokens`` (reads) and ``.cache_write_tokens``
+(writes, which the GPT-5.6 family and later bill); the Responses API
+``input_tokens`` / ``output_tokens`` and the same two under
+``input_tokens_details``; both include reads and writes in the prompt's tokens.
+Anthropic reports ``input_tokens`` / ``output_tokens`` plus
+``cache_read_input_tokens`` and ``cache_creation_input_tokens`` (which it does
+*not* include in ``input_tokens``), the writes split by lifetime in
+``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``
+(the 1-hour ones bill at twice the input price). SDK objects and plain dicts are
+both accepted.
 
 Example::
 
@@ -29,13 +34,16 @@ class Usage:
     """Tokens of one call; ``input_tokens`` includes cached ones and cache writes.
 
     ``cached_input_tokens`` were read from the prompt cache (billed at the cached price);
-    ``cache_write_input_tokens`` were written to it (Anthropic bills them above the input price).
+    ``cache_write_input_tokens`` were written to it (Anthropic and OpenAI's GPT-5.6 family and later
+    bill them above the input price), ``cache_write_1h_input_tokens`` of them to Anthropic's
+    1-hour cache (billed higher still).
     """
 
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int = 0
     cache_write_input_tokens: int = 0
+    cache_write_1h_input_tokens: int = 0
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -76,19 +84,36 @@ def parse_usage(usage: Any) -> Usage:
     if nested is not None:
         usage = nested
     if _get(usage, "prompt_tokens") is not None:
-        details = _get(usage, "prompt_tokens_details")
-        cached = _int(details, "cached_tokens") if details is not None else 0
-        return Usage(_int(usage, "prompt_tokens"), _int(usage, "completion_tokens"), cached)
+        return _openai(usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
     if _get(usage, "input_tokens") is None:
         raise InvalidMessageError("has neither prompt_tokens nor input_tokens", field="usage")
     cache_read = _int(usage, "cache_read_input_tokens")
-    cache_write = _int(usage, "cache_creation_input_tokens")
+    split = _get(usage, "cache_creation")
+    short = _int(split, "ephemeral_5m_input_tokens") if split is not None else 0
+    long = _int(split, "ephemeral_1h_input_tokens") if split is not None else 0
+    cache_write = _int(usage, "cache_creation_input_tokens") or short + long
     if cache_read or cache_write:  # Anthropic: cache tokens come on top of input_tokens
+        if long > cache_write:
+            raise InvalidMessageError(
+                f"{long} 1-hour cache writes of {cache_write} cache writes", field="usage.cache_creation"
+            )
         total = _int(usage, "input_tokens") + cache_read + cache_write
-        return Usage(total, _int(usage, "output_tokens"), cache_read, cache_write)
-    details = _get(usage, "input_tokens_details")
+        return Usage(total, _int(usage, "output_tokens"), cache_read, cache_write, long)
+    return _openai(usage, "input_tokens", "output_tokens", "input_tokens_details")
+
+
+def _openai(usage: Any, prompt: str, completion: str, details_key: str) -> Usage:
+    """Chat and Responses usage: reads and writes are parts of the prompt's tokens."""
+    details = _get(usage, details_key)
     cached = _int(details, "cached_tokens") if details is not None else 0
-    return Usage(_int(usage, "input_tokens"), _int(usage, "output_tokens"), cached)
+    written = _int(details, "cache_write_tokens") if details is not None else 0
+    total = _int(usage, prompt)
+    if cached + written > total:
+        raise InvalidMessageError(
+            f"{cached} cached and {written} cache-write tokens exceed the {total} prompt tokens",
+            field=f"usage.{details_key}",
+        )
+    return Usage(total, _int(usage, completion), cached, written)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +134,9 @@ class Stats:
     cost_usd: float
     warnings: tuple[str, ...] = field(default=())
     cached_input_tokens: int = 0  # input tokens the provider read from its prompt cache
-    cache_write_tokens: int = 0  # input tokens written to the prompt cache (Anthropic)
+    cache_write_tokens: int = 0  # input tokens written to the prompt cache (Anthropic, OpenAI's GPT-5.6 and later)
     cache_savings_usd: float = 0.0  # the cost at full input price minus the cost billed (writes may cost)
+    cache_write_1h_tokens: int = 0  # the part of cache_write_tokens written to Anthropic's 1-hour cache
 
 
 def fresh_counts() -> dict[str, Any]:
@@ -129,6 +155,7 @@ def fresh_counts() -> dict[str, Any]:
         "output_tokens": 0,
         "cached_input_tokens": 0,
         "cache_write_tokens": 0,
+        "cache_write_1h_tokens": 0,
         "cost_usd": 0.0,
         "cache_savings_usd": 0.0,
         "warnings": [],

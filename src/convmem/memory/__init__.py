@@ -34,7 +34,7 @@ Example::
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -127,10 +127,17 @@ class Memory(MemoryBase[Store]):
         with self._lock:
             return self._drive(flow.add_many(self._core, messages))
 
-    def context(self, input: InputLike = None, *, format: str | None = None) -> Context:
-        """The messages for the next request, within the budget, with an account of them."""
+    def context(
+        self, input: InputLike = None, *, format: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> Context:
+        """The next request, within the budget, with an account of it.
+
+        ``tools`` replaces the memory's tools (``Memory(tools=...)``) for this request (``[]``: none); a
+        change of tools moves the start of every cached prefix, and the account says so
+        (``account.tools_changed``).
+        """
         with self._lock:
-            return self._context(input, format)
+            return self._context(input, format, tools)
 
     def refresh(self) -> None:
         """Catch up with what other writers (processes) stored in this session since this memory last read it."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from ..errors import ContextOverflowError, SessionNotFoundError
 from ..formats import Format
+from ..formats.tool_definitions import ToolDefinition, parse_tools
 from ..limits import Limits
 from ..longterm.blocks.base import Block, Turn
 from ..policy.assembly import BlockText, Overflow
@@ -80,9 +81,13 @@ class MemoryBase(Generic[StoreT]):
         sinks: Sequence[EvictionSink | AsyncEvictionSink] = (),
         format: Format = "openai",
         limits: Limits | None = None,
-        cache_breakpoints: bool = True,
+        cache_breakpoints: bool | Literal["automatic"] = True,
         facts: bool | FactExtractor | AsyncFactExtractor = False,
         recall: bool | Embedder = False,
+        tools: Sequence[Mapping[str, Any] | ToolDefinition] = (),
+        cache_ttl: Literal["5m", "1h"] | None = None,
+        prompt_cache_key: str | None = None,
+        prompt_cache_options: Mapping[str, Any] | None = None,
     ) -> None:
         """A memory of one session: a new one, or one a store already holds messages of.
 
@@ -124,8 +129,10 @@ class MemoryBase(Generic[StoreT]):
             format: what ``context()`` renders when no format is given: ``"openai"`` (Chat
                 Completions), ``"anthropic"`` (Messages) or ``"responses"``.
             limits: what a message may hold at the door (default: ``convmem.limits.Limits()``).
-            cache_breakpoints: whether the ``"anthropic"`` format marks with ``cache_control`` where
-                the stable prefix ends (at most 4 marks with the caller's own).
+            cache_breakpoints: whether requests mark where the stable prefix ends: Anthropic
+                ``cache_control`` (at most 4 marks with the caller's own, on its system blocks and tools
+                included), OpenAI ``prompt_cache_breakpoint`` parts for the models that take them;
+                ``"automatic"`` also sends Anthropic's top-level ``cache_control``.
             facts: ``True`` keeps the user's facts in the store's own fact store (``store.facts()``) and
                 renders those valid now into every request (a ``FactsBlock`` after the caller's blocks);
                 a fact extractor also mines what the memory evicts for facts. ``memory.facts`` is the
@@ -133,6 +140,16 @@ class MemoryBase(Generic[StoreT]):
             recall: ``True`` indexes everything the memory evicts in the store's own recall index
                 (``store.recall()``) and recalls what the input asks about every turn (a
                 ``RecallBlock``); an embedder makes it hybrid. ``memory.recall`` is the ``RecallIndex``.
+            tools: the tool definitions of every request, in any format's shape (Chat, Responses or
+                Anthropic; a provider's own tools too): counted in the budget (and kept free of the
+                window at eviction), sent by ``context().request()`` in its format, placed first in
+                the cached prefix. ``context(tools=...)`` replaces them for one request.
+            cache_ttl: the lifetime of convmem's Anthropic cache marks: ``"5m"`` or ``"1h"`` (writes at
+                2x the input price; None: the API's default, 5 minutes).
+            prompt_cache_key: OpenAI's ``prompt_cache_key``, sent with every Chat and Responses request.
+            prompt_cache_options: OpenAI's ``prompt_cache_options`` (``mode``, ``ttl``), sent with every
+                Chat and Responses request; convmem then places explicit breakpoints (as it does for
+                the models that take them).
 
         Raises:
             ConfigurationError: an option of the wrong type or out of range, a budget the model's
@@ -163,6 +180,10 @@ class MemoryBase(Generic[StoreT]):
             format=format,
             limits=limits,
             cache_breakpoints=cache_breakpoints,
+            cache_ttl=cache_ttl,
+            prompt_cache_key=prompt_cache_key,
+            prompt_cache_options=prompt_cache_options,
+            tools=tools,
         )
         self._core = MemoryCore(self.options)
         if default is not None:
@@ -226,8 +247,8 @@ class MemoryBase(Generic[StoreT]):
         """Tokens in context, archived and summarized counts, summaries made, tokens saved, usage, warnings.
 
         ``context_tokens`` is what ``context().tokens`` reports for this state when no input is given
-        and no blocks are set: pinned, summary and window as they fit the budget, plus the reply
-        priming (and, in the Anthropic format, the continuation placeholder). Blocks are left out
+        and no blocks are set: the memory's tools, pinned, summary and window as they fit the budget,
+        plus the reply priming (and, in the Anthropic format, the continuation placeholder). Blocks are left out
         because rendering them may search a store; ``context().account.blocks`` has their share.
         """
         with self._reading():  # a consistent reading while another thread adds
@@ -245,14 +266,16 @@ class MemoryBase(Generic[StoreT]):
         with self._reading():
             return self._core.pending_tool_calls()
 
-    def _context(self, input: InputLike, format: str | None) -> Context:
+    def _context(self, input: InputLike, format: str | None, tools: Sequence[Mapping[str, Any]] | None) -> Context:
         core = self._core
+        given = parse_tools(tools, "context(tools=...)") if tools is not None else None
         inputs = core.inputs(input) if input is not None else []
         if not core.blocks:
-            return noted(core, core.context(inputs, format or self.format, [], track=True))
+            return noted(core, core.context(inputs, format or self.format, [], track=True, tools=given))
         query = inputs[-1][0].text if inputs else core.last_user_text()
         turn = Turn(query, self.session_id, self.user_id, core.window_start, datetime.now(timezone.utc))
-        return noted(core, core.context(inputs, format or self.format, core.block_texts(query, turn), track=True))
+        blocks = core.block_texts(query, turn)
+        return noted(core, core.context(inputs, format or self.format, blocks, track=True, tools=given))
 
     def _exact(self, value: Any) -> Any:
         """``value``, unless it is another session than this memory's (a store resolves id prefixes)."""

@@ -11,7 +11,7 @@ into effects, and the contexts. A turn, as the flows run it::
     prepare (parse, check, count once) -> push at the next seqs -> plan -> evict -> the state that follows
       -> [store.append of the messages and that state]           (staged: _staging undoes it if refused)
       -> fold_request -> [summarizer] -> fold_done / fold_failed -> state_to_save -> [store.save_state]
-    context(inputs, format, block texts) -> assemble within budget - reserve -> Context
+    context(inputs, format, block texts, tools) -> assemble within budget - reserve - tools -> Context
 
 It never touches a store, a model or a sink (``tests/test_layout.py`` checks its imports).
 """
@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import InvalidMessageError
 from ..formats import as_message
 from ..formats.openai import to_openai
+from ..formats.tool_definitions import ToolDefinition
 from ..limits import Limits, check_limits
 from ..longterm.blocks.base import Block, CallableBlock, Turn
 from ..messages import Message, StoredMessage
@@ -40,6 +41,7 @@ from ..policy.assembly import (
 )
 from ..policy.blockfit import block_room, block_texts
 from ..policy.context import Context, LeftOut, evicted_account
+from ..policy.controls import ToolsForRequest
 from ..policy.prefix import Layout, carry_blocks
 from ..policy.strategies import Plan, Strategy
 from ..policy.truncate import truncate_text
@@ -48,13 +50,13 @@ from ..session import LoadedSession, SessionState, SummaryRecord
 from ..tokens import Calibration
 from ..usage import Stats, fresh_counts
 from ._intake import MessageLike, new_id, parse_all, rendered_alone, resolve_counter
-from .options import CONFIG_KEY, Options, budget, build_strategy
+from .options import CONFIG_KEY, Options, budget, build_strategy, cache_controls
 
 __all__ = ["USAGE_KEYS", "FoldRequest", "MemoryCore", "Stats"]
 
 MAX_WARNINGS = 20
 USAGE_KEYS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens")
-USAGE_KEYS += ("cost_usd", "cache_savings_usd")
+USAGE_KEYS += ("cache_write_1h_tokens", "cost_usd", "cache_savings_usd")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,9 @@ class MemoryCore:
         self.blocks: list[Block] = list(options.blocks)
         self.block_template = options.block_template or default_block_template
         self.block_room = block_room(self.blocks, input_budget)
-        self.cache_breakpoints = options.cache_breakpoints
+        self.cache = cache_controls(options, self.info)
+        self.tools: tuple[ToolDefinition, ...] = tuple(options.tools)  # type: ignore[arg-type]  # parsed by Options
+        self.request_tools = ToolsForRequest(self.counter, self.info)
         self.sinks = options.sinks
         self.previous: dict[str, Layout] = {}  # the layout of the last context built in each format
         if options.pinned_context is not None:
@@ -158,9 +162,10 @@ class MemoryCore:
 
     # -- eviction ----------------------------------------------------------------------------
     def limit(self) -> int:
-        """The budget less the reserve, pinned, summary and the blocks' claim (``blockfit.block_room``)."""
+        """The budget less the reserve, the memory's tools, pinned, summary and the blocks' claim (``block_room``)."""
         summary = self.summary.tokens if self.summary is not None else 0
         fixed = self.reserve + self.counter.reply_priming + self.window.pinned_tokens + summary
+        fixed += self.request_tools(self.tools, self.options.format).tokens
         return max(1, self.budget - fixed - self.block_room)
 
     def plan(self) -> Plan:
@@ -276,8 +281,16 @@ class MemoryCore:
         self.window.check_batch(messages)
         return [(m, self.counter.count_message(m)) for m in messages]
 
-    def context(self, inputs: list[Any], format: str, blocks: list[BlockText], *, track: bool = False) -> Context:
-        """Assemble a context; with ``track``, measure its prefix against the last tracked one (and keep it)."""
+    def context(
+        self,
+        inputs: list[Any],
+        format: str,
+        blocks: list[BlockText],
+        *,
+        track: bool = False,
+        tools: tuple[ToolDefinition, ...] | None = None,
+    ) -> Context:
+        """Assemble a context (``tools`` None: the memory's); with ``track``, measure its prefix against the last."""
         if self._calibrated:
             self.sync_counts()
         if track and format in self.previous:
@@ -296,7 +309,8 @@ class MemoryCore:
             evicted=self.evicted(),
             # A tool result with images renders as two Chat messages: no per-message cache then.
             render_openai=to_openai if not self.window.unrendered else None,
-            cache_breakpoints=self.cache_breakpoints,
+            tools=self.request_tools(self.tools if tools is None else tools, format),
+            cache=self.cache,
         )
         return assemble(request, self.previous if track else None)
 
@@ -337,6 +351,7 @@ class MemoryCore:
             cached_input_tokens=c["cached_input_tokens"],
             cache_write_tokens=c["cache_write_tokens"],
             cache_savings_usd=c["cache_savings_usd"],
+            cache_write_1h_tokens=c["cache_write_1h_tokens"],
         )
 
     # -- resume ------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ What comes in: a parsed :class:`~convmem.usage.Usage` (``record_usage``,
 ``add_response``), a summarizer's result or error carrying ``.usage``
 (``ModelUsage`` items, :func:`charge`), and each context built (:func:`noted`).
 What happens: the tokens go into the core's counts; the cost is priced at the
-registry's list prices (cached reads and cache writes at their own), and the
+registry's list prices (cached reads and cache writes at their own, the
+1-hour cache writes at theirs), and the
 saving against the uncached price is kept; a calibrated counter learns the
 prompt tokens reported for the last context, once per context. What goes out:
 nothing is written here; the counts are saved with the next state write
@@ -55,10 +56,12 @@ def add_usage(core: MemoryCore, parsed: Usage, model: str | None = None) -> list
     counts["output_tokens"] += parsed.output_tokens
     counts["cached_input_tokens"] += parsed.cached_input_tokens
     counts["cache_write_tokens"] = counts.get("cache_write_tokens", 0) + parsed.cache_write_input_tokens
+    counts["cache_write_1h_tokens"] = counts.get("cache_write_1h_tokens", 0) + parsed.cache_write_1h_input_tokens
     info = core.info if model is None else _priced(model)
     if info is not None and info.input_price_per_mtok is not None:  # open-weight models have no list price
         tokens = (parsed.input_tokens, parsed.output_tokens)
-        billed = cost(info, *tokens, parsed.cached_input_tokens, parsed.cache_write_input_tokens)
+        writes = (parsed.cache_write_input_tokens, parsed.cache_write_1h_input_tokens)
+        billed = cost(info, *tokens, parsed.cached_input_tokens, *writes)
         counts["cost_usd"] += billed
         counts["cache_savings_usd"] = counts.get("cache_savings_usd", 0.0) + cost(info, *tokens) - billed
     return []

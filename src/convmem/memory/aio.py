@@ -18,7 +18,7 @@ as staged (it is undone if the store refuses it).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -95,10 +95,12 @@ class AsyncMemory(MemoryBase[AsyncStore]):
         async with self._lock:
             return await self._drive(flow.add_many(self._core, messages))
 
-    async def context(self, input: InputLike = None, *, format: str | None = None) -> Context:
+    async def context(
+        self, input: InputLike = None, *, format: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> Context:
         """See :meth:`Memory.context`."""
         async with self._lock:
-            return self._context(input, format)
+            return self._context(input, format, tools)
 
     async def refresh(self) -> None:
         """See :meth:`Memory.refresh`."""

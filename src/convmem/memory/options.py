@@ -17,7 +17,9 @@ memory that created it::
 
 Saved are the plain options of :data:`SAVED`, and the strategy by name with
 its plain options; objects (a summarizer, a counter, blocks, sinks) cannot be
-saved, and a strategy object is saved by its name and plain attributes.
+saved, and a strategy object is saved by its name and plain attributes. The
+tools and the cache options are the app's, as its blocks are: ``Memory.open``
+takes them again.
 Saving another option is a change of :data:`SAVED` (plus a codec in
 :meth:`Options.config` and :func:`stored_config` if its value is not plain).
 """
@@ -31,10 +33,12 @@ from typing import Any, Literal
 
 from ..errors import ConfigurationError
 from ..formats import FORMATS, Format
+from ..formats.tool_definitions import ToolDefinition, parse_tools
 from ..limits import Limits
 from ..longterm.blocks.base import Block
 from ..policy.assembly import BlockText, Overflow
 from ..policy.blockfit import PER_TURN_LOW_WATERMARK, any_per_turn
+from ..policy.controls import CacheControls
 from ..policy.strategies import AsyncSummarizer, Strategy, Summarizer, make_strategy
 from ..session import SessionState
 from ..tokens import ModelInfo, TokenCounter
@@ -48,6 +52,7 @@ __all__ = [
     "Options",
     "budget",
     "build_strategy",
+    "cache_controls",
     "initial_state",
     "open_options",
     "stored_config",
@@ -90,8 +95,19 @@ class Options:
         format: the format ``context()`` renders when none is given: ``"openai"``, ``"anthropic"`` or
             ``"responses"``.
         limits: what a message may hold at the door (default: :class:`~convmem.limits.Limits`).
-        cache_breakpoints: whether ``format="anthropic"`` marks where the stable prefix ends with
-            ``cache_control``.
+        cache_breakpoints: whether convmem marks where the stable prefix ends: Anthropic
+            ``cache_control`` (at most 4 with the caller's own, the tools' included), and OpenAI
+            ``prompt_cache_breakpoint`` parts for the models that take them (GPT-5.6 and later);
+            ``"automatic"`` also sends Anthropic's top-level ``cache_control``.
+        cache_ttl: the lifetime of convmem's Anthropic marks, ``"5m"`` or ``"1h"`` (None: the API's
+            default, 5 minutes); shortened where the caller's own marks need it.
+        prompt_cache_key: OpenAI's ``prompt_cache_key``, sent with every Chat and Responses request.
+        prompt_cache_options: OpenAI's ``prompt_cache_options`` (``mode``: ``"implicit"`` or
+            ``"explicit"``; ``ttl``: ``"30m"``, or ``"12h"`` in Responses), sent with every Chat and
+            Responses request; it also makes convmem place explicit breakpoints.
+        tools: the tool definitions of every request (:mod:`convmem.formats.tool_definitions`: Chat,
+            Responses or Anthropic shapes, a provider's own tools), counted in the budget and sent in
+            ``request()``; ``context(tools=...)`` replaces them for one request.
 
     Raises:
         ConfigurationError: an option of the wrong type or out of range (named, with what it takes).
@@ -112,7 +128,11 @@ class Options:
     sinks: Sequence[EvictionSink | AsyncEvictionSink] = ()
     format: Format = "openai"
     limits: Limits | None = None
-    cache_breakpoints: bool = True
+    cache_breakpoints: bool | Literal["automatic"] = True
+    cache_ttl: Literal["5m", "1h"] | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_options: Mapping[str, Any] | None = None
+    tools: Sequence[Mapping[str, Any] | ToolDefinition] = ()
 
     def __post_init__(self) -> None:
         # Options read back from a stored config are checked like the ones passed: a stored value of the
@@ -135,6 +155,7 @@ class Options:
                 f"counter must be a TokenCounter, 'calibrated' or 'approximate', got {self.counter!r}"
             )
         self._check_summarizer()
+        self._check_cache()
         for index, sink in enumerate(self.sinks):
             if not isinstance(sink, (EvictionSink, AsyncEvictionSink)):
                 raise ConfigurationError(
@@ -145,7 +166,34 @@ class Options:
         object.__setattr__(self, "strategy_options", MappingProxyType(dict(self.strategy_options or {})))
         object.__setattr__(self, "blocks", tuple(self.blocks))
         object.__setattr__(self, "sinks", tuple(self.sinks))
-        object.__setattr__(self, "cache_breakpoints", bool(self.cache_breakpoints))
+        if self.cache_breakpoints != "automatic":
+            object.__setattr__(self, "cache_breakpoints", bool(self.cache_breakpoints))
+        if self.prompt_cache_options is not None:
+            object.__setattr__(self, "prompt_cache_options", MappingProxyType(dict(self.prompt_cache_options)))
+        object.__setattr__(self, "tools", parse_tools(self.tools))
+
+    def _check_cache(self) -> None:
+        if isinstance(self.cache_breakpoints, str) and self.cache_breakpoints != "automatic":
+            raise ConfigurationError(
+                f"cache_breakpoints must be True, False or 'automatic', got {self.cache_breakpoints!r}"
+            )
+        if self.cache_ttl not in (None, "5m", "1h"):
+            raise ConfigurationError(f"cache_ttl must be '5m', '1h' or None, got {self.cache_ttl!r}")
+        if self.prompt_cache_key is not None and not isinstance(self.prompt_cache_key, str):
+            raise ConfigurationError(f"prompt_cache_key must be a string, got {type(self.prompt_cache_key).__name__}")
+        options = self.prompt_cache_options
+        if options is None:
+            return
+        if not isinstance(options, Mapping):
+            raise ConfigurationError(f"prompt_cache_options must be a mapping, got {type(options).__name__}")
+        for key, allowed in (("mode", ("implicit", "explicit")), ("ttl", ("30m", "12h"))):
+            if key in options and options[key] not in allowed:
+                raise ConfigurationError(
+                    f"prompt_cache_options.{key} must be {' or '.join(map(repr, allowed))}, got {options[key]!r}"
+                )
+        stray = sorted(set(options) - {"mode", "ttl"})
+        if stray:
+            raise ConfigurationError(f"prompt_cache_options takes 'mode' and 'ttl', got {stray[0]!r}")
 
     def _check_summarizer(self) -> None:
         summarizer = self.summarizer
@@ -202,6 +250,18 @@ def budget(options: Options, info: ModelInfo | None) -> tuple[int, int]:
     if total <= reserve:
         raise ConfigurationError(f"budget {total} leaves no room after reserving {reserve} output tokens")
     return total, reserve
+
+
+def cache_controls(options: Options, info: ModelInfo | None) -> CacheControls:
+    """The cache controls of ``options`` for the model ``info`` (whether it takes OpenAI's explicit breakpoints)."""
+    explicit = info is not None and info.explicit_cache_breakpoints
+    return CacheControls(
+        options.cache_breakpoints,
+        options.cache_ttl,
+        explicit,
+        options.prompt_cache_key,
+        options.prompt_cache_options,
+    )
 
 
 def build_strategy(options: Options) -> Strategy:

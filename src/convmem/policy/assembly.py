@@ -1,7 +1,8 @@
 """Context assembly: fit pinned + summary + blocks + window + input into the budget, exactly.
 
-Pure: it reads the window and already-rendered block texts and returns a
-:class:`Context`; it never changes the window and never does I/O.
+Pure: it reads the window, already-rendered block texts and the turn's tools (rendered and
+counted, :mod:`convmem.policy.controls`) and returns a :class:`Context`; it never changes the
+window and never does I/O.
 
 :func:`assemble` runs four named phases, each a function of its own module with a small typed
 input and output (tested alone in ``tests/policy/``):
@@ -12,9 +13,11 @@ input and output (tested alone in ``tests/policy/``):
 2. **cut** (:mod:`convmem.policy.cut`): when that does not fit, give up places in the order of
    sacrifice below, fitting the blocks first (:func:`~convmem.policy.cut.fit_blocks`);
 3. **measure** (:func:`measure`): the account, and the prefix shared with the previous context;
-4. **render** (:mod:`convmem.policy.render`): the messages, in order, for the format.
+4. **render** (:mod:`convmem.policy.render`): the messages, in order, for the format, with the
+   tools and the cache marks.
 
-The budget is spent in this order. The *irreducible* part goes in first:
+The budget is spent in this order. The tool definitions go in first (every
+provider sends them first, and none can be cut); then the *irreducible* part:
 pinned system messages, the newest complete unit, the input and priority-0
 blocks. The rest fits around it; when it does not, convmem gives up, in turn:
 the lowest-priority blocks (truncated, then dropped), the oldest window units
@@ -56,7 +59,7 @@ from .cut import cut, cut_irreducible
 from .draft import Assembly, Draft, Overflow, SummaryText, first_draft, summary_message
 from .placement import default_block_template
 from .prefix import Layout, Stable, describe, reused
-from .render import Span, render, span
+from .render import Span, render_request, span
 
 __all__ = [
     "Assembly",
@@ -84,7 +87,8 @@ def assemble(request: Assembly, previous: dict[str, Layout] | None = None) -> Co
     if request.format not in FORMATS:  # before anything is measured, so ``previous`` stays as it was
         raise ConfigurationError(f"unknown format {request.format!r}; expected openai, anthropic or responses")
     overhead = request.overhead()
-    available = request.budget - request.reserve - overhead
+    tools = request.tools  # sent first by every provider, never cut
+    available = request.budget - request.reserve - overhead - tools.tokens
     draft = first_draft(request)
     if draft.total > available:
         draft = cut(request, draft, available)
@@ -96,10 +100,19 @@ def assemble(request: Assembly, previous: dict[str, Layout] | None = None) -> Co
     )
     if previous is not None:
         previous[request.format] = layout
-    marks = stable.indexes if request.format == "anthropic" and request.cache_breakpoints else ()
-    messages, system = render(request, draft, sent, marks)
+    marks = stable.indexes if request.cache.marks(request.format) else ()
+    rendered = render_request(request, draft, sent, marks)
     return Context(
-        request.format, messages, system, account, draft.left_out, draft.truncations, sent.range, draft.warnings
+        request.format,
+        rendered.messages,
+        rendered.system,
+        account,
+        draft.left_out + tools.left_out,
+        draft.truncations,
+        sent.range,
+        draft.warnings,
+        rendered.tools,
+        rendered.params,
     )
 
 
@@ -109,6 +122,7 @@ def measure(
     """The context's layout, where its stable parts end, and its account (``reused`` measured against ``previous``).
 
     A truncated context's pinned part gets a key equal to no other, so nothing after it counts as reused.
+    The tools come first in every provider's prompt: the layout starts with them, and every offset counts them.
     """
     window, placed, truncated = request.window, draft.placed, draft.truncated
     summary, summary_tokens = draft.summary, draft.summary_tokens
@@ -133,6 +147,11 @@ def measure(
         inputs=inputs,
         request_end=draft.pinned_tokens + summary_tokens + placed.tokens + draft.window_tokens + draft.input_tokens,
     )
+    tools = request.tools
+    layout = layout._replace(system=((tools.key, tools.tokens), *layout.system))
+    offsets = stable.offsets
+    if tools.tokens:
+        offsets = (tools.tokens, *(offset + tools.tokens for offset in offsets))
     counter = request.counter
     account = Account(
         request.budget,
@@ -143,9 +162,11 @@ def measure(
         draft.window_tokens,
         draft.input_tokens,
         overhead,
-        counter.exact,
+        counter.exact and tools.exact,
         counter.name,
         reused(previous, layout, draft.window_tokens, sent.tail),
-        stable.offsets,
+        offsets,
+        tools.tokens,
+        previous is not None and previous.system[0] != layout.system[0],
     )
     return layout, stable, account

@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple, TypeAlias
 
 __all__ = ["Account", "Context", "LeftOut", "LeftOutReason", "Truncation", "evicted_account"]
@@ -27,6 +27,7 @@ LeftOutReason: TypeAlias = Literal[
     "pending_tool_results",  # a tool call whose results have not all arrived
     "block_truncated",  # part of a block was cut to fit
     "block_dropped",  # a whole block was cut to fit
+    "tool_unsupported",  # a provider's own tool this format cannot carry (an Anthropic server tool in Chat...)
 ]
 
 
@@ -59,8 +60,14 @@ class Account(NamedTuple):
     ``reused`` is the tokens at the start of this context identical to the previous context this
     memory object built in the same format (0 for its first): the part a provider's prompt cache
     can serve. ``breakpoints`` are the token offsets where the stable parts of this context end
-    (the pinned messages, the system part, what the next turn sends again unchanged, and inside a
-    tool loop the whole request); ``format="anthropic"`` puts its ``cache_control`` marks there.
+    (the tool definitions, the pinned messages, the system part, what the next turn sends again
+    unchanged, and inside a tool loop the whole request); ``format="anthropic"`` puts its
+    ``cache_control`` marks there, and so does an OpenAI model that takes ``prompt_cache_breakpoint``.
+
+    ``tools`` is what the request's tool definitions cost (every provider sends them first, so the
+    offsets count them); ``tools_changed`` says they differ from those of the previous context in
+    this format: every cached prefix of that one starts with the old tools, so ``reused`` is 0.
+    ``exact`` is False when the counter or the tools' count is an estimate.
     """
 
     budget: int
@@ -75,11 +82,14 @@ class Account(NamedTuple):
     counter: str
     reused: int = 0
     breakpoints: tuple[int, ...] = ()
+    tools: int = 0
+    tools_changed: bool = False
 
     @property
     def total(self) -> int:
-        """Tokens of the request's messages (the reserve for the reply is not included)."""
-        return self.pinned + self.summary + sum(self.blocks.values()) + self.window + self.input + self.overhead
+        """Tokens of the request: its tools and messages (the reserve for the reply is not included)."""
+        parts = self.pinned + self.summary + sum(self.blocks.values()) + self.window + self.input
+        return self.tools + parts + self.overhead
 
     @property
     def free(self) -> int:
@@ -101,6 +111,9 @@ class Context(NamedTuple):
         left_out: what is not in the context, and why.
         truncated: irreducible messages that were cut to fit.
         window: the seq range of the window messages included, if any.
+        tools: the tool definitions, in the format's shape (empty: the request has none).
+        params: the request's other keyword arguments (``prompt_cache_key``, ``prompt_cache_options``,
+            Anthropic's top-level ``cache_control``), if any.
     """
 
     format: str
@@ -111,6 +124,8 @@ class Context(NamedTuple):
     truncated: tuple[Truncation, ...] = ()
     window: tuple[int, int] | None = None
     warnings: tuple[str, ...] = ()
+    tools: Sequence[Mapping[str, Any]] = ()
+    params: Mapping[str, Any] | None = None
 
     @property
     def tokens(self) -> int:
@@ -121,12 +136,19 @@ class Context(NamedTuple):
         return self.account.budget
 
     def request(self) -> dict[str, Any]:
-        """Keyword arguments for the provider SDK call (``messages=``, ``system=`` or ``input=``)."""
+        """Keyword arguments for the provider SDK call (``messages=``, ``system=`` or ``input=``, ``tools=``...)."""
+        out: dict[str, Any]
         if self.format == "anthropic":
-            return {"system": self.system, "messages": self.messages} if self.system else {"messages": self.messages}
-        if self.format == "responses":
-            return {"input": self.messages}
-        return {"messages": self.messages}
+            out = {"system": self.system, "messages": self.messages} if self.system else {"messages": self.messages}
+        elif self.format == "responses":
+            out = {"input": self.messages}
+        else:
+            out = {"messages": self.messages}
+        if self.tools:
+            out["tools"] = list(self.tools)
+        if self.params:
+            out.update(self.params)
+        return out
 
 
 def evicted_account(counts: Mapping[str, Any], summary: tuple[int, int] | None, window_start: int) -> list[LeftOut]:

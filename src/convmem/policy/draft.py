@@ -1,7 +1,7 @@
 """A context while it is assembled: what it is built from, and what it holds so far.
 
 What comes in: an :class:`Assembly`, everything one context is built from (the window, the counter,
-the budget, the summary, this turn's blocks and inputs, and how to render). What happens:
+the budget, the summary, this turn's blocks, inputs and tools, and how to render). What happens:
 :func:`first_draft` takes all of it that can be sent: the window but a unit still awaiting tool
 results, the non-empty blocks placed where they go (:func:`~convmem.policy.placement.place_carrier`),
 the summary and the inputs, with their tokens. What goes out: a :class:`Draft`, which the next
@@ -20,6 +20,7 @@ from ..messages import Message
 from ..tokens import TokenCounter
 from .blockfit import BlockText
 from .context import LeftOut, Truncation
+from .controls import NO_TOOLS, CacheControls, RequestTools
 from .placement import Placed, default_block_template, place_carrier
 from .units import Window
 
@@ -63,7 +64,8 @@ class Assembly(NamedTuple):
         template: renders a list of blocks into one text.
         render_openai: renders one message as a Chat dict; given, an OpenAI context reuses the
             window's cached dicts (None when some window message renders as two).
-        cache_breakpoints: mark where the stable parts end with Anthropic ``cache_control``.
+        tools: this turn's tool definitions, rendered for the format and counted: spent first.
+        cache: the cache controls (where convmem marks the stable parts, their lifetime, OpenAI's key).
     """
 
     window: Window
@@ -78,7 +80,8 @@ class Assembly(NamedTuple):
     evicted: Sequence[LeftOut] = ()
     template: Callable[[Sequence[BlockText]], str] = default_block_template
     render_openai: Callable[[Message], dict[str, Any]] | None = None
-    cache_breakpoints: bool = True
+    tools: RequestTools = NO_TOOLS
+    cache: CacheControls = CacheControls()
 
     def overhead(self) -> int:
         """Tokens the request costs beyond its messages: the reply priming, and in Anthropic's format the

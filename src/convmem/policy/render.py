@@ -4,15 +4,16 @@ What comes in: a :class:`~convmem.policy.draft.Draft` that fits, and where Anthr
 What happens: :func:`ordered` lays the messages out: the pinned messages, the stable system blocks,
 the running summary, the per-turn system blocks, the window units sent (the user blocks prepended to
 their carrier), the inputs, and the trailing user blocks when no user message carries them.
-:func:`render` renders that list for the format. An OpenAI context built from what the window
+:func:`render` renders that list for the format; :func:`render_request` adds the tools and the cache
+marks (:mod:`convmem.policy.controls`). An OpenAI context built from what the window
 caches skips the list: it copies the window's rendered Chat dicts (a C-level slice) and renders only
 what changes (the system parts, the carrier, the inputs). What goes out: the request's messages and,
-for Anthropic, its ``system``.
+for Anthropic, its ``system``; with :func:`render_request`, its tools and other keyword arguments too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from typing import Any, NamedTuple
 
@@ -23,9 +24,18 @@ from .placement import Placed, with_prefix
 from .prefix import WindowTail
 from .units import Window
 
-__all__ = ["Span", "ordered", "render", "span"]
+__all__ = ["RenderedRequest", "Span", "ordered", "render", "render_request", "span"]
 
 Rendered = tuple[list[dict[str, Any]], str | list[dict[str, Any]] | None]
+
+
+class RenderedRequest(NamedTuple):
+    """A request as sent: its messages, its Anthropic ``system``, its tools and its other keyword arguments."""
+
+    messages: list[dict[str, Any]]
+    system: str | list[dict[str, Any]] | None
+    tools: Sequence[Mapping[str, Any]]
+    params: dict[str, Any] | None
 
 
 class Span(NamedTuple):
@@ -90,6 +100,58 @@ def render(request: Assembly, draft: Draft, sent: Span, marks: Sequence[int] = (
     return _render(request.format, ordered(request, draft, sent), marks)
 
 
+def render_request(request: Assembly, draft: Draft, sent: Span, marks: Sequence[int] = ()) -> RenderedRequest:
+    """The whole request: :func:`render`'s messages with the tools and the cache controls of ``request.cache``.
+
+    ``marks`` (indexes in :func:`ordered`, priority order) become Anthropic ``cache_control`` marks (the last
+    tool takes one too, and the automatic one its place among the four), or OpenAI
+    ``prompt_cache_breakpoint`` parts for a model that takes them (:mod:`convmem.formats._breakpoints`).
+
+    Raises:
+        ConfigurationError: the format is not one of :data:`convmem.formats.FORMATS`, or a cache option
+            it does not take.
+    """
+    cache, tools, format = request.cache, request.tools.rendered, request.format
+    params = cache.params(format) or None
+    if format == "anthropic":
+        from ..formats.anthropic import _marks as _anthropic_marks
+
+        marked = _anthropic_marks.render(
+            ordered(request, draft, sent),
+            marks,
+            drop_names=True,  # a name is counted, never refused; system blocks keep their cache_control
+            tools=tools,
+            mark_tools=bool(cache.breakpoints),
+            ttl=cache.ttl,
+            automatic=cache.breakpoints == "automatic",
+        )
+        top = {"cache_control": marked.cache_control} if marked.cache_control is not None else None
+        return RenderedRequest(list(marked.request.messages), marked.request.system, marked.tools, top)
+    if not marks:
+        return RenderedRequest(render(request, draft, sent)[0], None, tools, params)
+    from ..formats import _breakpoints
+
+    if format == "openai" and request.render_openai is not None and draft.truncated is None:
+        messages, ends = _from_cache(request, draft, sent, request.render_openai), list(marks)  # one dict each
+    else:
+        listed = ordered(request, draft, sent)
+        messages = _render(format, listed)[0]
+        ends = [_item_end(format, listed, index, len(messages)) for index in marks]
+    return RenderedRequest(_breakpoints.place(messages, ends, cache.openai_limit(), format), None, tools, params)
+
+
+def _item_end(format: str, messages: list[Message], index: int, total: int) -> int:
+    """The index of the last rendered item of ``messages[index]`` (a message may render as several).
+
+    Rendering is message by message, so the items before (or after) it are those of the messages before
+    (after) it: the shorter side is rendered. Chat is counted from the start: a tool result's moved
+    images follow the last result of the call.
+    """
+    if format == "openai" or index < len(messages) // 2:
+        return len(_render(format, messages[: index + 1])[0]) - 1
+    return total - len(_render(format, messages[index + 1 :])[0]) - 1
+
+
 def _system_parts(draft: Draft) -> list[Message]:
     """The system messages after the pinned ones: stable blocks, the summary, per-turn blocks."""
     placed, summary = draft.placed, draft.summary
@@ -147,10 +209,10 @@ def _render(format: str, messages: list[Message], marks: Sequence[int] = ()) -> 
     if format == "openai":
         return openai.to_openai_messages(messages), None  # a tool result's images move to a user message
     if format == "anthropic":
-        from ..formats.anthropic import _marks as _breakpoints
+        from ..formats.anthropic import _marks as _anthropic_marks
 
         # A name is counted, never refused; system blocks keep their cache_control.
-        request = _breakpoints.render(messages, marks, drop_names=True)
+        request = _anthropic_marks.render(messages, marks, drop_names=True).request
         return list(request.messages), request.system
     if format == "responses":
         return responses.to_responses(messages, drop_names=True), None

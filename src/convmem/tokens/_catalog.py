@@ -45,8 +45,21 @@ def _openai(
     return ModelInfo(name, "openai", enc, ctx, out, inp, outp, cached, aliases=aliases)
 
 
+#: Anthropic's tool-use system prompt, ``(tool_choice auto or none, any or tool)``, from its "Tool use pricing
+#: and tokens" table (docs.anthropic.com/en/docs/tool-use-pricing-and-tokens): 346/313 for the Claude 4 models,
+#: Sonnet 3.7 and Sonnet 3.5 (its June snapshot's 294/261 is below that), 264/340 for Haiku 3.5 and Haiku 3, 530/281
+#: for Opus 3 and 159/235 for Sonnet 3. The 5.x models are not in that table: they get the latest generation's count.
+TOOL_PROMPT_CLAUDE_4 = (346, 313)
+_TOOL_PROMPT = {
+    "claude-3-5-haiku": (264, 340),
+    "claude-3-haiku": (264, 340),
+    "claude-3-opus": (530, 281),
+    "claude-3-sonnet": (159, 235),
+}
+
+
 def _claude(name: str, ctx: int, out: int, inp: float, outp: float, cached: float | None, *aliases: str) -> ModelInfo:
-    # Cache writes (5-minute cache) bill at 1.25x the input price, cache reads at ``cached``.
+    # Cache writes bill at 1.25x the input price for the 5-minute cache and 2x for the 1-hour one, reads at ``cached``.
     return ModelInfo(
         name,
         "anthropic",
@@ -58,6 +71,25 @@ def _claude(name: str, ctx: int, out: int, inp: float, outp: float, cached: floa
         cached,
         aliases=aliases,
         cache_write_price_per_mtok=round(inp * 1.25, 6),
+        cache_write_1h_price_per_mtok=round(inp * 2, 6),
+        tool_prompt_tokens=_TOOL_PROMPT.get(name, TOOL_PROMPT_CLAUDE_4),
+    )
+
+
+def _gpt56(name: str, inp: float, outp: float, cached: float, *aliases: str) -> ModelInfo:
+    # The GPT-5.6 family and later bill cache writes at 1.25x the input price and take explicit breakpoints.
+    return ModelInfo(
+        name,
+        "openai",
+        O200K,
+        1_050_000,
+        128_000,
+        inp,
+        outp,
+        cached,
+        aliases=aliases,
+        cache_write_price_per_mtok=round(inp * 1.25, 6),
+        explicit_cache_breakpoints=True,
     )
 
 
@@ -99,6 +131,15 @@ def _family(prefix: str, *spellings: str) -> tuple[str, ...]:
 
 MODELS: tuple[ModelInfo, ...] = (
     # --- OpenAI: o200k_base -------------------------------------------------------
+    # GPT-5.6 (2026-07-09): "cache writes cost 1.25x the uncached input token rate" and explicit breakpoints
+    # (developers.openai.com/api/docs/guides/prompt-caching, read 2026-11-30; the installed openai SDK types
+    # prompt_cache_breakpoint and prompt_cache_options "for gpt-5.6 and later models"). Windows and prices as
+    # the gateways list OpenAI's (vercel.com/ai-gateway/models/openai/gpt-5.6-*, read 2026-11-30): Sol at its
+    # current $4/$20 (its launch price was $5/$30), Terra and Luna after their 2026-07-30 reductions; reads a
+    # tenth of the input price. ``gpt-5.6`` is Sol, as OpenAI routes it.
+    _gpt56("gpt-5.6-sol", 4.00, 20.00, 0.40, "gpt-5.6", "gpt-sol-latest"),
+    _gpt56("gpt-5.6-terra", 2.00, 12.00, 0.20, "gpt-terra-latest"),
+    _gpt56("gpt-5.6-luna", 0.20, 1.20, 0.02, "gpt-luna-latest"),
     # developers.openai.com/api/docs/models/<name> (read 2026-11-30): gpt-5.1, gpt-5.4-nano, gpt-5-nano.
     # gpt-5.4 and gpt-5.4-mini: the same site's quick comparisons and gateway listings of OpenAI's page;
     # gpt-5.4 bills prompts above 272K input tokens at 2x input and 1.5x output.

@@ -23,9 +23,16 @@ class ModelInfo:
         output_price_per_mtok: list price in USD per million output tokens, or None.
         cached_input_price_per_mtok: price of cache-hit input tokens; None bills them at
             the input price.
-        cache_write_price_per_mtok: price of input tokens written to the prompt cache
-            (Anthropic: 1.25x the input price for the 5-minute cache); None bills them at the
-            input price (OpenAI caches for free).
+        cache_write_price_per_mtok: price of input tokens written to the prompt cache (Anthropic's
+            5-minute cache and OpenAI's GPT-5.6 family and later: 1.25x the input price); None bills
+            them at the input price (OpenAI's models before GPT-5.6 write for free).
+        cache_write_1h_price_per_mtok: price of input tokens written to Anthropic's 1-hour cache
+            (2x the input price); None bills them at ``cache_write_price_per_mtok``.
+        tool_prompt_tokens: the tokens of the system prompt the provider adds when a request has
+            tools, as ``(tool_choice auto or none, tool_choice any or tool)`` (Anthropic publishes
+            them per model); None when the provider adds none or publishes no count.
+        explicit_cache_breakpoints: the model takes OpenAI's ``prompt_cache_breakpoint`` parts and
+            ``prompt_cache_options`` (the GPT-5.6 family and later).
         long_context_threshold: prompts longer than this many tokens are billed at the
             long-context prices (Gemini 1.5/2.5 Pro), or None.
         long_input_price_per_mtok: input price above the threshold.
@@ -49,3 +56,6 @@ class ModelInfo:
     aliases: tuple[str, ...] = ()
     hf_tokenizer: str | None = None
     cache_write_price_per_mtok: float | None = None
+    cache_write_1h_price_per_mtok: float | None = None
+    tool_prompt_tokens: tuple[int, int] | None = None
+    explicit_cache_breakpoints: bool = False

@@ -178,6 +178,7 @@ def cost(
     output_tokens: int,
     cached_input_tokens: int = 0,
     cache_write_input_tokens: int = 0,
+    cache_write_1h_input_tokens: int = 0,
 ) -> float:
     """Return the list price in USD of one request.
 
@@ -185,8 +186,10 @@ def cost(
     ``prompt_tokens`` and Gemini's ``promptTokenCount`` do; for Anthropic add
     ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` to ``input_tokens``).
     Cache reads bill at ``cached_input_price_per_mtok``, cache writes at
-    ``cache_write_price_per_mtok`` (each the input price when None). Batch
-    discounts and tool fees are not modelled. Prompts above
+    ``cache_write_price_per_mtok`` (each the input price when None: OpenAI's models
+    before GPT-5.6 write for free), and the part of the writes made to Anthropic's
+    1-hour cache at ``cache_write_1h_price_per_mtok`` (the write price when None).
+    Batch discounts and tool fees are not modelled. Prompts above
     ``long_context_threshold`` are billed entirely at the long-context prices.
 
     Args:
@@ -195,15 +198,24 @@ def cost(
         output_tokens: completion tokens, reasoning tokens included.
         cached_input_tokens: the part of ``input_tokens`` served from the prompt cache.
         cache_write_input_tokens: the part of ``input_tokens`` written to the prompt cache.
+        cache_write_1h_input_tokens: the part of ``cache_write_input_tokens`` written to Anthropic's
+            1-hour cache.
 
     Raises:
-        InvalidMessageError: a negative count, or more cached than input tokens (a ValueError too).
+        InvalidMessageError: a negative count, more cached than input tokens, or more 1-hour writes
+            than writes (a ValueError too).
         ConfigurationError: the model has no list price (open weights).
         UnknownModelError: ``model`` is a name the registry does not know.
     """
     info = lookup_model(model) if isinstance(model, str) else model
-    if min(input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens) < 0:
+    if min(input_tokens, output_tokens, cached_input_tokens, cache_write_input_tokens, cache_write_1h_input_tokens) < 0:
         raise InvalidMessageError("token counts must not be negative", field="usage")
+    if cache_write_1h_input_tokens > cache_write_input_tokens:
+        raise InvalidMessageError(
+            f"cache_write_1h_input_tokens ({cache_write_1h_input_tokens}) exceeds cache_write_input_tokens "
+            f"({cache_write_input_tokens})",
+            field="usage",
+        )
     if cached_input_tokens + cache_write_input_tokens > input_tokens:
         raise InvalidMessageError(
             f"cached_input_tokens ({cached_input_tokens}) plus cache_write_input_tokens "
@@ -217,11 +229,15 @@ def cost(
         )
     price_cached = info.cached_input_price_per_mtok if info.cached_input_price_per_mtok is not None else price_in
     price_write = info.cache_write_price_per_mtok if info.cache_write_price_per_mtok is not None else price_in
+    price_1h = info.cache_write_1h_price_per_mtok if info.cache_write_1h_price_per_mtok is not None else price_write
     threshold = info.long_context_threshold
     if threshold is not None and input_tokens > threshold:
         scale = (info.long_input_price_per_mtok or price_in) / price_in if price_in else 1.0
-        price_in, price_cached, price_write = price_in * scale, price_cached * scale, price_write * scale
+        price_in, price_cached = price_in * scale, price_cached * scale
+        price_write, price_1h = price_write * scale, price_1h * scale
         price_out = info.long_output_price_per_mtok or price_out
     fresh = input_tokens - cached_input_tokens - cache_write_input_tokens
-    billed_in = fresh * price_in + cached_input_tokens * price_cached + cache_write_input_tokens * price_write
+    writes_5m = cache_write_input_tokens - cache_write_1h_input_tokens
+    billed_in = fresh * price_in + cached_input_tokens * price_cached
+    billed_in += writes_5m * price_write + cache_write_1h_input_tokens * price_1h
     return (billed_in + output_tokens * price_out) / 1_000_000
