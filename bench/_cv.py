@@ -268,21 +268,23 @@ class CVResult:
         return tuple(statistics.fmean(col) for col in zip(*per, strict=True))
 
 
-def cross_validate(evaluator: Evaluator, space: Mapping[str, Sequence[Any]], start: Config) -> CVResult:
+def cross_validate(
+    evaluator: Evaluator, space: Mapping[str, Sequence[Any]], start: Config, passes: int = 1
+) -> CVResult:
     """Each fold tuned on the others of the same dev set; ``dev`` tuned on all of it."""
     convs = list(evaluator.folds)
     folds, held = {}, {}
     for test in convs:
         train = [c for c in convs if c != test]
-        chosen = ascend(on_folds(evaluator, train), space, start)
+        chosen = ascend(on_folds(evaluator, train), space, start, passes)
         folds[test] = chosen
         held[test] = evaluator.rows(chosen)[test]
-    dev_config = ascend(on_folds(evaluator, convs), space, start)
+    dev_config = ascend(on_folds(evaluator, convs), space, start, passes)
     return CVResult(folds, held, dev_config, evaluator.rows(dev_config))
 
 
 def cross_validate_jointly(
-    evaluators: Sequence[Evaluator], space: Mapping[str, Sequence[Any]], start: Config
+    evaluators: Sequence[Evaluator], space: Mapping[str, Sequence[Any]], start: Config, passes: int = 1
 ) -> list[CVResult]:
     """Both dev sets at once: fold i of every set is held out together, the setting tuned on all the others.
 
@@ -295,8 +297,8 @@ def cross_validate_jointly(
     chosen: list[Config] = []
     for i in range(count):
         parts = [(e, [f for j, f in enumerate(e.folds) if j != i]) for e in evaluators]
-        chosen.append(ascend(on_both(parts), space, start))
-    dev_config = ascend(on_both([(e, list(e.folds)) for e in evaluators]), space, start)
+        chosen.append(ascend(on_both(parts), space, start, passes))
+    dev_config = ascend(on_both([(e, list(e.folds)) for e in evaluators]), space, start, passes)
     out = []
     for e in evaluators:
         folds = {e.folds[i]: chosen[i] for i in range(count)}

@@ -9,8 +9,9 @@ sessions hold one of the top k distinct sessions (LongMemEval's own retrieval me
 
 **The protocol** (``bench/_cv.py``). LoCoMo is split one conversation a fold (leave one out), LongMemEval
 into five folds of questions stratified by type; fold i of both is held out together, and a mode's
-constants (BM25's, the previous turn's weight and cap, each ranking step's strength) are tuned on every
-other fold of both by one pass of coordinate ascent, each set weighing the same. Reported per set:
+constants (BM25's, the previous turn's weight and decay, each ranking step's strength) are tuned on every
+other fold of both by coordinate ascent (two passes over a fixed grid), each set weighing the same.
+Reported per set:
 
 * **joint CV**: the mean of the five held-out folds (and the worst), tuned on both sets' other folds;
 * **own CV**: tuned on the other folds of the same set only;
@@ -27,7 +28,8 @@ set, because what it reacts to is not there, counts as no loss on it), and the s
 plain BM25 on either.
 
 Run:  PYTHONPATH=src .venv/bin/python bench/recall_protocol.py --embedder none --modes lexical,fts5 --ablate
-      (``--embedder minilm`` adds the hybrid mode; ``--datasets locomo`` or ``lme`` runs one set alone)
+      (``--embedder minilm`` adds the hybrid mode, ``--fusion-only`` tunes only its fusion constants per
+      fold from the shipped lexical ones; ``--datasets locomo`` or ``lme`` runs one set alone)
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from _cv import Config, CVResult, Evaluator, Row, cross_validate, cross_validate_jointly, figures, objective
 from _datasets import datasets
 from _locomo import make_embedder
-from convmem.longterm.recall.ranking import Tuning
+from convmem.longterm.recall.ranking import DEFAULT_TUNING, Tuning
 
 #: Every fold's search starts here: the BM25 constants the code had, every ranking step off.
 START = Tuning(
@@ -60,6 +63,9 @@ START = Tuning(
     context_decay=0.0,
     neighbour_fill=False,
     role_boost=0.0,
+    # Inert while the neighbour share is 0; starting at 0 lets ascent try neighbours without them costing the
+    # questions that name a role (it could not switch both on in one move), then try 1.0 again.
+    neighbour_asked=0.0,
     recency=0.0,
     session_spread=0.0,
 )
@@ -72,6 +78,7 @@ BM25_SPACE: dict[str, list[Any]] = {
 STEP_SPACE: dict[str, list[Any]] = {
     "role_boost": [0.0, 0.5, 1.0, 2.0],
     "neighbour": [0.0, 0.1, 0.2, 0.3],
+    "neighbour_asked": [0.0, 1.0],
     "neighbour_fill": [False, True],
     "date_boost": [0.0, 1.0, 2.0],
     "when_boost": [0.0, 0.5],
@@ -85,6 +92,7 @@ STEPS_OFF: dict[str, Any] = {
     "context_decay": 0.0,
     "role_boost": 0.0,
     "neighbour": 0.0,
+    "neighbour_asked": 1.0,
     "neighbour_fill": False,
     "date_boost": 0.0,
     "when_boost": 0.0,
@@ -151,17 +159,23 @@ def across(source: CVResult, target: Evaluator) -> dict[str, Any]:
 
 
 def ablate(
-    evaluators: Sequence[Evaluator], searched: dict[str, list[Any]], start: Config, joint: Sequence[CVResult], name: str
+    evaluators: Sequence[Evaluator],
+    searched: dict[str, list[Any]],
+    start: Config,
+    joint: Sequence[CVResult],
+    name: str,
+    passes: int,
 ) -> dict[str, tuple[list[float], bool]]:
     """What the protocol loses without a step: the joint cross-validation rerun with the step fixed off (an
     add-on: fixed on), scored on the same held-out folds. Per set: the gain of the step in each fold (points
     of the objective) and whether it changed any held-out row at all."""
     if name in ADD_ONS:
-        with_it = cross_validate_jointly(evaluators, searched, start.with_(name, ADD_ONS[name]))
+        with_it = cross_validate_jointly(evaluators, searched, start.with_(name, ADD_ONS[name]), passes)
         without: Sequence[CVResult] = joint
     else:
         rest = {k: v for k, v in searched.items() if k != name}
-        with_it, without = joint, cross_validate_jointly(evaluators, rest, start.with_(name, OFF_VALUES[name]))
+        without = cross_validate_jointly(evaluators, rest, start.with_(name, OFF_VALUES[name]), passes)
+        with_it = joint
     out = {}
     for evaluator, on, off in zip(evaluators, with_it, without, strict=True):
         gains, changed = [], False
@@ -173,11 +187,15 @@ def ablate(
     return out
 
 
-def run_mode(mode: str, evaluators: Sequence[Evaluator], ablation: bool) -> dict[str, Any]:
+def run_mode(
+    mode: str, evaluators: Sequence[Evaluator], ablation: bool, passes: int, fusion_only: bool = False
+) -> dict[str, Any]:
     start = Config(mode, START)
     searched = space(mode)
-    joint = cross_validate_jointly(evaluators, searched, start)
-    own = [cross_validate(e, searched, start) for e in evaluators]
+    if fusion_only and mode == "hybrid":  # the shipped lexical constants, the fusion's tuned per fold
+        start, searched = Config(mode, replace(DEFAULT_TUNING, dense_steps=0.0)), dict(FUSION_SPACE)
+    joint = cross_validate_jointly(evaluators, searched, start, passes)
+    own = [cross_validate(e, searched, start, passes) for e in evaluators]
     out: dict[str, Any] = {"mode": mode, "dev_config": repr(joint[0].dev_config), "sets": {}}
     for i, (evaluator, result) in enumerate(zip(evaluators, joint, strict=True)):
         name = evaluator.dataset.name
@@ -198,7 +216,7 @@ def run_mode(mode: str, evaluators: Sequence[Evaluator], ablation: bool) -> dict
     if ablation:
         names = [n for n in STEPS_OFF if n in searched] + [n for n in ADD_ONS if mode == "lexical"]
         for step in names:
-            for set_name, cell in ablate(evaluators, searched, start, joint, step).items():
+            for set_name, cell in ablate(evaluators, searched, start, joint, step, passes).items():
                 out["sets"][set_name].setdefault("ablation", {})[step] = cell
     return out
 
@@ -280,6 +298,12 @@ def main() -> None:
     parser.add_argument("--embedder", default="none", help="minilm | hashing | none")
     parser.add_argument("--modes", default="lexical,fts5,hybrid")
     parser.add_argument("--ablate", action="store_true")
+    parser.add_argument("--passes", type=int, default=2, help="passes of coordinate ascent (default 2)")
+    parser.add_argument(
+        "--fusion-only",
+        action="store_true",
+        help="hybrid: tune only the fusion constants per fold, from the shipped lexical constants (a cheaper run)",
+    )
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
     sets = datasets(args.datasets)
@@ -293,7 +317,7 @@ def main() -> None:
         plain = {e.dataset.name: plain_figures(e) for e in evaluators}
         reports = []
         for mode in modes:
-            reports.append(run_mode(mode, evaluators, args.ablate))
+            reports.append(run_mode(mode, evaluators, args.ablate, args.passes, args.fusion_only))
             scored = sum(e.evaluated for e in evaluators)
             print(f"{mode}: {scored} settings scored, {time.perf_counter() - began:.0f} s", file=sys.stderr)
     finally:

@@ -16,7 +16,18 @@ from convmem.longterm.recall.ranking import Tuning
 from convmem.longterm.recall.steps import asked_role, spread
 
 T0 = datetime(2023, 6, 27, 10, 0, tzinfo=timezone.utc)
-PLAIN = Tuning(context_weight=0.0, neighbour=0.0, date_boost=0.0, when_boost=0.0, dense_steps=0.0)
+PLAIN = Tuning(  # every step off: tests switch on one
+    context_weight=0.0,
+    neighbour=0.0,
+    date_boost=0.0,
+    when_boost=0.0,
+    dense_steps=0.0,
+    context_decay=0.0,
+    role_boost=0.0,
+    neighbour_asked=1.0,
+    recency=0.0,
+    session_spread=0.0,
+)
 
 
 def doc(
@@ -198,3 +209,19 @@ def test_spread_in_a_search_reaches_another_session() -> None:
         Tuning(session_spread=1.0)
     with pytest.raises(ConfigurationError):
         Tuning(recency=-1.0)
+
+
+def test_a_question_naming_a_role_can_leave_the_neighbours_out() -> None:
+    docs = [
+        doc(0, "I bought a kayak", role="user"),
+        doc(1, "Kayaks are great! Paddle, kayak, lake, kayak safety tips.", role="assistant"),
+        doc(2, "Nice weather today", role="user"),
+    ]
+    tuning = replace(PLAIN, neighbour=0.5, role_boost=1.0)
+    shared = {h.doc.message_id: h for h in index(tuning, docs).search("what kayak did I buy?", user_id="u")}
+    assert "neighbour" in dict(shared["m2"].boosts)  # m2 gains from the assistant's kayak turn
+    alone = index(replace(tuning, neighbour_asked=0.0), docs)
+    hits = {h.doc.message_id: h for h in alone.search("what kayak did I buy?", user_id="u")}
+    assert all("neighbour" not in dict(h.boosts) for h in hits.values())
+    third = {h.doc.message_id: h for h in alone.search("what kayak did Sam buy?", user_id="u")}
+    assert "neighbour" in dict(third["m2"].boosts)  # a question naming no role: neighbours as usual
