@@ -18,8 +18,8 @@ ranking, a statistic or a result with another's (invariant 6). It is an eviction
   loaded and one query per search runs both retrievers there (:mod:`._storesearch`).
 
 Every hit says what each signal gave it and why it was kept (:class:`~.hits.RecallHit`). The
-constants were chosen by leave-one-conversation-out cross-validation on LoCoMo
-(``bench/locomo_recall.py``; figures in ``bench/README.md``). Filters: session(s), a time range,
+constants were chosen by cross-validation over two dev sets of different shapes, LoCoMo and
+LongMemEval-S (``bench/recall_protocol.py``; figures in ``bench/README.md``). Filters: session(s), a time range,
 roles, and the current window (so a recall block never repeats what is already in context).
 
 Example::
