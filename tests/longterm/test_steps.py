@@ -3,47 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem.errors import ConfigurationError
-from convmem.longterm.recall.index import RecallDoc, RecallIndex
+from convmem.longterm.recall.index import RecallDoc
 from convmem.longterm.recall.lexical import context_weight
 from convmem.longterm.recall.ranking import Tuning
 from convmem.longterm.recall.steps import asked_role, spread
 
-T0 = datetime(2023, 6, 27, 10, 0, tzinfo=timezone.utc)
-PLAIN = Tuning(  # every step off: tests switch on one
-    context_weight=0.0,
-    neighbour=0.0,
-    date_boost=0.0,
-    when_boost=0.0,
-    dense_steps=0.0,
-    context_decay=0.0,
-    role_boost=0.0,
-    neighbour_asked=1.0,
-    recency=0.0,
-    session_spread=0.0,
-)
+from .test_ranking import PLAIN, T0, ids, index
 
 
 def doc(
     i: int, text: str, *, role: str = "user", session: str = "s1", when: datetime = T0, context: str = ""
 ) -> RecallDoc:
     return RecallDoc(f"m{i}", session, "u", i, role, text, when + timedelta(seconds=i), text, context)
-
-
-def index(tuning: Tuning, docs: list[RecallDoc]) -> RecallIndex:
-    recall = RecallIndex(tuning=tuning)
-    recall.add(docs)
-    return recall
-
-
-def ids(recall: RecallIndex, query: str, k: int = 5) -> list[str]:
-    return [h.doc.message_id for h in recall.search(query, user_id="u", k=k)]
 
 
 # -- the previous message's weight, by the two lengths --------------------------------------------------------

@@ -225,24 +225,14 @@ class BM25Index:
 
     def score_vector(self, query: Sequence[str], weights: Mapping[str, float] | None = None) -> Any:
         """BM25 scores of every document (0 where no term matches), or None if no query term is indexed."""
-        n = len(self._lengths)
-        terms = [t for t in dict.fromkeys(query) if t in self._postings]
-        if not n or not terms:
-            return None
-        lengths = np.frombuffer(self._lengths, dtype=np.float32)
-        avgdl = self._total_length / n or 1.0
-        norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
-        totals = np.zeros(n, dtype=np.float32)
-        for term in terms:
-            entry = self._postings[term]
-            docs = np.frombuffer(entry.docs, dtype=np.int32)
-            tfs = np.frombuffer(entry.tfs, dtype=np.float32)
-            weight = self.idf(term) * (weights.get(term, 1.0) if weights is not None else 1.0)
-            totals[docs] += weight * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
-        return totals
+        matrix = self.term_scores(query, weights)
+        return None if matrix is None else matrix.sum(axis=0, dtype=np.float32)
 
-    def term_scores(self, query: Sequence[str]) -> Any:
-        """A (terms, documents) matrix: each indexed query term's BM25 contribution to each document, or None."""
+    def term_scores(self, query: Sequence[str], weights: Mapping[str, float] | None = None) -> Any:
+        """A (terms, documents) matrix: each indexed query term's BM25 contribution to each document, or None.
+
+        ``weights`` scales the contribution of the terms it names (query expansion); others weigh 1.
+        """
         n = len(self._lengths)
         terms = [t for t in dict.fromkeys(query) if t in self._postings]
         if not n or not terms:
@@ -255,7 +245,8 @@ class BM25Index:
             entry = self._postings[term]
             docs = np.frombuffer(entry.docs, dtype=np.int32)
             tfs = np.frombuffer(entry.tfs, dtype=np.float32)
-            out[row, docs] = self.idf(term) * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
+            weight = self.idf(term) * (weights.get(term, 1.0) if weights is not None else 1.0)
+            out[row, docs] = weight * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
         return out
 
     def idf(self, term: str) -> float:
