@@ -20,9 +20,18 @@ from convmem.longterm.recall.ranking import Tuning, dense_steps, lexical_signals
 from convmem.stores.sqlite.longterm import SQLiteRecallStore
 
 T0 = datetime(2023, 6, 27, 10, 0, tzinfo=timezone.utc)
-PLAIN = Tuning(
-    context_weight=0.0, neighbour=0.0, date_boost=0.0, when_boost=0.0, dense_steps=0.0
-)  # tests switch on one step
+PLAIN = Tuning(  # every step off: tests switch on one
+    context_weight=0.0,
+    neighbour=0.0,
+    date_boost=0.0,
+    when_boost=0.0,
+    dense_steps=0.0,
+    context_decay=0.0,
+    role_boost=0.0,
+    neighbour_asked=1.0,
+    recency=0.0,
+    session_spread=0.0,
+)
 
 
 def doc(i: int, text: str, *, session: str = "s1", when: datetime = T0, context: str = "") -> RecallDoc:

@@ -104,6 +104,20 @@ class Partition:
                 hit[m_doc[(m_first < end) & (m_end > first)]] = True
         return hit
 
+    def times(self) -> Array:
+        """When each document was said (POSIX seconds)."""
+        return np.frombuffer(self._time_col, np.float64)
+
+    def sittings(self, numbers: Sequence[int]) -> list[int]:
+        """A code per document for its sitting: its session and the day it was said."""
+        sessions, days = self._session_col, self._day_col
+        return [sessions[n] * 10_000_000 + days[n] for n in numbers]
+
+    def role_mask(self, role: str) -> Array:
+        """A boolean mask of the documents said in ``role``."""
+        mask: Array = np.frombuffer(self._role_col, np.int8) == ROLE_CODES.get(role, 5)
+        return mask
+
     def mentions_a_date(self) -> Array:
         """A boolean mask of the documents with a date expression."""
         hit = np.zeros(len(self.docs), dtype=bool)

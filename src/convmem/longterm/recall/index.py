@@ -18,8 +18,8 @@ ranking, a statistic or a result with another's (invariant 6). It is an eviction
   loaded and one query per search runs both retrievers there (:mod:`._storesearch`).
 
 Every hit says what each signal gave it and why it was kept (:class:`~.hits.RecallHit`). The
-constants were chosen by leave-one-conversation-out cross-validation on LoCoMo
-(``bench/locomo_recall.py``; figures in ``bench/README.md``). Filters: session(s), a time range,
+constants were chosen by cross-validation over two dev sets of different shapes, LoCoMo and
+LongMemEval-S (``bench/recall_protocol.py``; figures in ``bench/README.md``). Filters: session(s), a time range,
 roles, and the current window (so a recall block never repeats what is already in context).
 
 Example::
@@ -47,9 +47,10 @@ from .embedders import Embedder, embed_checked
 from .fusion import rrf, zscore
 from .hits import RecallHit
 from .keys import Keys
-from .lexical import tokenize
+from .lexical import context_weight, tokenize
 from .model import RecallDoc, Where
 from .ranking import DEFAULT_TUNING, LexicalSignals, QueryRewriter, Tuning, build_hits, dense_steps, lexical_signals
+from .steps import spread
 from .store import LexicalRecallStore, RecallStore, SearchingRecallStore
 
 __all__ = ["Keys", "Mode", "RecallDoc", "RecallHit", "RecallIndex", "Tuning", "Where"]
@@ -158,7 +159,9 @@ class RecallIndex:
         if self._store_lexical:
             return partition.add(doc, [])  # the store keeps the lexical index
         context = tokenize(doc.context) if doc.context else []
-        return partition.add(doc, tokenize(doc.key), context, self.tuning.context_weight)
+        tokens = tokenize(doc.key)
+        weight = context_weight(self.tuning.context_weight, len(tokens), len(context), self.tuning.context_decay)
+        return partition.add(doc, tokens, context, weight)
 
     def _partition(self, user_id: str | None) -> Partition:
         """The user's partition, loaded from the store on first use."""
@@ -290,14 +293,8 @@ class RecallIndex:
         if k <= 0:
             return []
         sessions = [session_id] if isinstance(session_id, str) else session_id
-        where = Where(
-            sessions,
-            since,
-            until,
-            roles,
-            exclude_window[0] if exclude_window else None,
-            exclude_window[1] if exclude_window else None,
-        )
+        window: tuple[str | None, int | None] = exclude_window or (None, None)
+        where = Where(sessions, since, until, roles, *window)
         words = self._rewritten(query) if self.rewriter is not None and mode != "dense" else query
         with self._lock:
             if self._remote is not None:
@@ -363,16 +360,20 @@ class RecallIndex:
         den_rank = {n: r for r, (n, _) in enumerate(den, start=1)}
         if lexical is not None and dense is not None:
             if self.fusion == "rrf":
-                fused = rrf([[n for n, _ in lex], [n for n, _ in den]], k=self.rrf_k, weights=self.weights)[:k]
+                fused = rrf([[n for n, _ in lex], [n for n, _ in den]], k=self.rrf_k, weights=self.weights)[:depth]
             else:
                 parts = [(*lexical, admitted), (*dense, len(dense[0]))]
-                fused = top(*zscore(parts, self.weights), k)
+                fused = top(*zscore(parts, self.weights), depth)
             candidates, label = max(len(lexical[0]), len(dense[0])), "fused"
         else:
-            fused = (lex or den)[:k]
+            fused = lex or den
             candidates = len(lexical[0]) if lexical is not None else len(dense[0]) if dense is not None else 0
             label = "lexical" if lexical is not None else "dense"
-        return build_hits(partition.docs, fused, lex_rank, den_rank, signals, raw, candidates, label)
+        lowered: dict[int, float] = {}
+        if self.tuning.session_spread and len(fused) > 1:
+            sittings = partition.sittings([n for n, _ in fused])
+            fused, lowered = spread(fused, sittings, 1.0 - self.tuning.session_spread, k)
+        return build_hits(partition.docs, fused[:k], lex_rank, den_rank, signals, raw, candidates, label, lowered)
 
     def _rewritten(self, query: str) -> str:
         """The query with the rewriter's search strings appended (outside the lock: it may call an LLM)."""

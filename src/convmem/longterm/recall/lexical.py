@@ -37,7 +37,7 @@ try:
 except ImportError:  # pragma: no cover - exercised in a subprocess test
     raise ConfigurationError("recall needs numpy: pip install 'convmem[recall]'") from None
 
-__all__ = ["MATCH_BUDGET", "STOPWORDS", "BM25Index", "bm25_idf", "pick_terms", "stem", "tokenize"]
+__all__ = ["MATCH_BUDGET", "STOPWORDS", "BM25Index", "bm25_idf", "context_weight", "pick_terms", "stem", "tokenize"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -148,6 +148,18 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+def context_weight(weight: float, own: int, context: int, decay: float) -> float:
+    """The weight of a document's context words (the previous message's), per word against one of its own.
+
+    ``weight`` times ``(own / context) ** decay`` where the context is the longer (``decay`` 0: always
+    ``weight``): a short reply after a short question takes the question's words at ``weight``, but a short
+    user turn after a long assistant answer is not buried under the answer's words.
+    """
+    if decay <= 0 or context <= own:
+        return weight
+    return float(weight * (own / context) ** decay)
+
+
 def bm25_idf(documents: int, holding: int) -> float:
     """The Lucene BM25 idf of a term ``holding`` of ``documents`` documents hold (0 when none does)."""
     return math.log(1.0 + (documents - holding + 0.5) / (holding + 0.5)) if holding else 0.0
@@ -213,6 +225,14 @@ class BM25Index:
 
     def score_vector(self, query: Sequence[str], weights: Mapping[str, float] | None = None) -> Any:
         """BM25 scores of every document (0 where no term matches), or None if no query term is indexed."""
+        matrix = self.term_scores(query, weights)
+        return None if matrix is None else matrix.sum(axis=0, dtype=np.float32)
+
+    def term_scores(self, query: Sequence[str], weights: Mapping[str, float] | None = None) -> Any:
+        """A (terms, documents) matrix: each indexed query term's BM25 contribution to each document, or None.
+
+        ``weights`` scales the contribution of the terms it names (query expansion); others weigh 1.
+        """
         n = len(self._lengths)
         terms = [t for t in dict.fromkeys(query) if t in self._postings]
         if not n or not terms:
@@ -220,14 +240,14 @@ class BM25Index:
         lengths = np.frombuffer(self._lengths, dtype=np.float32)
         avgdl = self._total_length / n or 1.0
         norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
-        totals = np.zeros(n, dtype=np.float32)
-        for term in terms:
+        out = np.zeros((len(terms), n), dtype=np.float32)
+        for row, term in enumerate(terms):
             entry = self._postings[term]
             docs = np.frombuffer(entry.docs, dtype=np.int32)
             tfs = np.frombuffer(entry.tfs, dtype=np.float32)
             weight = self.idf(term) * (weights.get(term, 1.0) if weights is not None else 1.0)
-            totals[docs] += weight * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
-        return totals
+            out[row, docs] = weight * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
+        return out
 
     def idf(self, term: str) -> float:
         """The Lucene BM25 idf of ``term`` (0 for a term no document has)."""

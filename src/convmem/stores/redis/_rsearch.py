@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...longterm.recall._np import np
-from ...longterm.recall.lexical import STOPWORDS, bm25_idf, pick_terms, tokenize
+from ...longterm.recall.lexical import STOPWORDS, bm25_idf, context_weight, pick_terms, tokenize
 from ...longterm.recall.model import RecallDoc, Where
 from ...longterm.recall.ranking import DEFAULT_TUNING
 from ...longterm.recall.store import StoreHit, StoreQuery, StoreResult
@@ -123,7 +123,6 @@ def bm25(rows: Sequence[dict[bytes, bytes]], counts: dict[str, int], admitted: i
         rarity = bm25_idf(admitted, held)
         for term in tokenize(word):
             idf[term] = max(idf.get(term, 0.0), rarity)
-    weight = tuning.context_weight  # of a previous-turn word, against a word of the document itself
     frequencies: list[list[float]] = []  # per candidate, the frequency of each query term (in idf's order)
     lengths: list[float] = []
     for fields in rows:
@@ -134,6 +133,8 @@ def bm25(rows: Sequence[dict[bytes, bytes]], counts: dict[str, int], admitted: i
         else:  # saved before the tokens were kept
             own = tokenize(fields.get(b"k", b"").decode(errors="replace"))
             context = tokenize(fields.get(b"c", b"").decode(errors="replace"))
+        # A previous-turn word weighs this much against a word of the document itself (as RecallIndex indexes it).
+        weight = context_weight(tuning.context_weight, len(own), len(context), tuning.context_decay)
         frequencies.append([own.count(term) + weight * context.count(term) for term in idf])
         lengths.append(len(own) + weight * len(context))
     average = (sum(lengths) / len(lengths)) if lengths else 1.0
