@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from ...errors import ConfigurationError
 from ._np import np
 
-__all__ = ["rrf", "zscore"]
+__all__ = ["nonzero", "rrf", "zscore"]
 
 K = TypeVar("K", bound=Hashable)
 Array = np.ndarray[Any, Any]
@@ -80,3 +80,9 @@ def zscore(parts: Sequence[tuple[Array, Array, int]], weights: Sequence[float]) 
     for numbers, contribution in columns:
         total[np.searchsorted(every, numbers)] += contribution
     return every, total
+
+
+def nonzero(scores: Any) -> tuple[Any, Any]:
+    """A retriever's candidates: the documents it scored (their numbers) and their scores."""
+    numbers = np.flatnonzero(scores)
+    return numbers, scores[numbers]

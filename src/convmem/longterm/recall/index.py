@@ -44,7 +44,7 @@ from ._np import np
 from ._partition import Partition, top
 from ._storesearch import StoreSearch
 from .embedders import Embedder, embed_checked
-from .fusion import rrf, zscore
+from .fusion import nonzero, rrf, zscore
 from .hits import RecallHit
 from .keys import Keys
 from .lexical import context_weight, tokenize
@@ -338,7 +338,7 @@ class RecallIndex:
     def _dense(self, partition: Partition, vector: Any, keep: Any, signals: LexicalSignals | None) -> tuple[Any, Any]:
         if self.rerank is None or signals is None:
             return partition.dense_scores(vector, keep)
-        numbers, _ = _nonzero(signals.score)
+        numbers, _ = nonzero(signals.score)
         candidates = np.asarray([n for n, _ in top(numbers, signals.score[numbers], self.rerank)], np.int64)
         numbers, sims = partition.dense_scores(vector, None)
         return candidates, sims[np.searchsorted(numbers, candidates)] if len(candidates) else sims[:0]
@@ -352,7 +352,7 @@ class RecallIndex:
         k: int,
     ) -> list[RecallHit]:
         depth = max(k * 4, 50)  # fusion needs candidates beyond k from each side
-        lexical = _nonzero(signals.score) if signals is not None else None
+        lexical = nonzero(signals.score) if signals is not None else None
         lex = top(*lexical, depth) if lexical is not None else []
         raw, dense = dense, dense_steps(partition, dense, signals, self.tuning) if dense is not None else None
         den = top(*dense, depth) if dense is not None else []
@@ -394,8 +394,3 @@ class RecallIndex:
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
         del self.warnings[:-20]
-
-
-def _nonzero(scores: Any) -> tuple[Any, Any]:
-    numbers = np.flatnonzero(scores)
-    return numbers, scores[numbers]
