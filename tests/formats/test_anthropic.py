@@ -297,7 +297,9 @@ _OK = {"role": "user", "content": "ok"}
         ([_OK, {"role": "system", "content": "s"}], 1, "role"),
         ([_OK, {"content": "s"}], 1, "role"),
         ([_OK, {"role": "user", "content": None}], 1, "content"),
-        ([_OK, {"role": "assistant", "content": [{"type": "server_tool_use"}]}], 1, "content[0].type"),
+        ([_OK, {"role": "assistant", "content": [{"type": "server_tool_use"}]}], 1, "content[0].id"),
+        ([_OK, {"role": "assistant", "content": [{"type": "web_search_tool_result"}]}], 1, "content[0].tool_use_id"),
+        ([_OK, {"role": "assistant", "content": [{"type": "nope_block"}]}], 1, "content[0].type"),
         (
             [_OK, {"role": "user", "content": [{"type": "tool_use", "id": "c", "name": "f", "input": {}}]}],
             1,
@@ -328,7 +330,7 @@ _OK = {"role": "user", "content": "ok"}
         ),
         ([_OK, {"role": "assistant", "content": [{"type": "tool_use", "name": "f", "input": {}}]}], 1, "content[0].id"),
         (
-            [{"role": "user", "content": [{"type": "document", "source": {"type": "text", "data": "x"}}]}],
+            [{"role": "user", "content": [{"type": "document", "source": {"type": "zip", "data": "x"}}]}],
             0,
             "content[0].source.type",
         ),
@@ -346,13 +348,13 @@ _OK = {"role": "user", "content": "ok"}
                         {
                             "type": "tool_result",
                             "tool_use_id": "c",
-                            "content": [{"type": "document", "source": {"type": "file", "file_id": "f"}}],
+                            "content": [{"type": "video", "source": {"type": "file", "file_id": "f"}}],
                         }
                     ],
                 }
             ],
             0,
-            "content[0].content[0]",
+            "content[0].content[0].type",
         ),
         (["nope"], 0, "message"),
     ],

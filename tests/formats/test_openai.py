@@ -173,7 +173,8 @@ def test_outputs_share_no_mutable_state() -> None:
     ("d", "field"),
     [
         ({"content": "x"}, "role"),
-        ({"role": "function", "content": "x"}, "role"),
+        ({"role": "robot", "content": "x"}, "role"),
+        ({"role": "function", "content": "x"}, "name"),
         ({"role": "user", "content": 3}, "content"),
         ({"role": "user", "content": None}, "content"),
         ({"role": "user", "content": [{"type": "video"}]}, "content[0].type"),
@@ -191,7 +192,11 @@ def test_outputs_share_no_mutable_state() -> None:
             {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]},
             "tool_calls[0].type",
         ),
-        ({"role": "assistant", "tool_calls": [{"id": "c", "type": "custom", "custom": {}}]}, "tool_calls[0].type"),
+        (
+            {"role": "assistant", "tool_calls": [{"id": "c", "type": "custom", "custom": {}}]},
+            "tool_calls[0].custom.input",
+        ),
+        ({"role": "assistant", "tool_calls": [{"id": "c", "type": "mcp", "mcp": {}}]}, "tool_calls[0].type"),
         (
             {
                 "role": "assistant",

@@ -245,7 +245,9 @@ _OK = {"role": "user", "content": "ok"}
     [
         ([_OK, {"role": "tool", "content": "x"}], 1, "role"),
         ([_OK, {"content": "x"}], 1, "role"),
-        ([_OK, {"type": "web_search_call", "id": "ws"}], 1, "type"),
+        ([_OK, {"type": "video_call", "id": "ws"}], 1, "type"),
+        ([_OK, {"type": "compaction", "id": "cmp"}], 1, "encrypted_content"),
+        ([_OK, {"type": "computer_call", "id": "cc", "action": {}}], 1, "call_id"),
         ([_OK, {"type": "function_call", "name": "f", "arguments": "{}"}], 1, "call_id"),
         ([_OK, {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{"}], 1, "arguments"),
         ([_OK, {"type": "function_call_output", "output": "x"}], 1, "call_id"),

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 from ..errors import InvalidMessageError
@@ -75,6 +76,10 @@ class MemoryCore:
         self.limits = options.limits or Limits()
         self.model = options.model
         self.info, self.counter = resolve_counter(options.model, options.counter)
+        # Chat-compatible vendor fields (reasoning_content, a thought signature) go to their own provider only.
+        self.vendor = self.info.provider if self.info is not None else None
+        self.rendered_alone = partial(rendered_alone, vendor=self.vendor)
+        self.render_openai = partial(to_openai, vendor=self.vendor)
         self.budget, self.reserve = budget(options, self.info)
         self.strategy: Strategy = build_strategy(options)
         self.on_overflow: Overflow = options.on_overflow
@@ -134,7 +139,7 @@ class MemoryCore:
         entries = []
         for seq, (message, tokens) in zip(seqs, prepared, strict=True):
             entry = Entry(seq, message, tokens)
-            entry.rendered = rendered_alone(message)
+            entry.rendered = self.rendered_alone(message)
             push(entry)
             entries.append(entry)
         self.counts["messages"] += len(prepared)
@@ -295,13 +300,14 @@ class MemoryCore:
             on_overflow=self.on_overflow,
             evicted=self.evicted(),
             # A tool result with images renders as two Chat messages: no per-message cache then.
-            render_openai=to_openai if not self.window.unrendered else None,
+            render_openai=self.render_openai if not self.window.unrendered else None,
             cache_breakpoints=self.cache_breakpoints,
+            vendor=self.vendor,
         )
         return assemble(request, self.previous if track else None)
 
     def _carry(self, layout: Layout) -> None:
-        seq = carry_blocks(self.window, layout, self.counter.count_message, rendered_alone)
+        seq = carry_blocks(self.window, layout, self.counter.count_message, self.rendered_alone)
         if seq is not None:  # the layouts kept for measuring reuse now see those blocks as part of the window
             for name, kept in self.previous.items():
                 if kept.carrier == seq:
@@ -350,7 +356,7 @@ class MemoryCore:
         self.saved_usage = {key: self.counts[key] for key in USAGE_KEYS}
         for stored in sorted([*loaded.pinned, *loaded.window], key=lambda s: s.seq):
             entry = Entry(stored.seq, stored.message, stored.tokens)
-            entry.rendered = rendered_alone(stored.message)
+            entry.rendered = self.rendered_alone(stored.message)
             self.window.push(entry)
         record = loaded.state.summary
         self.summary = None

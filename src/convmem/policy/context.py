@@ -27,6 +27,7 @@ LeftOutReason: TypeAlias = Literal[
     "pending_tool_results",  # a tool call whose results have not all arrived
     "block_truncated",  # part of a block was cut to fit
     "block_dropped",  # a whole block was cut to fit
+    "not_carried",  # the format cannot carry it (another provider's own item); stored, sent in its own format
 ]
 
 

@@ -64,6 +64,8 @@ class Assembly(NamedTuple):
         render_openai: renders one message as a Chat dict; given, an OpenAI context reuses the
             window's cached dicts (None when some window message renders as two).
         cache_breakpoints: mark where the stable parts end with Anthropic ``cache_control``.
+        vendor: the provider of the model the request goes to, if known: Chat-compatible vendor fields
+            (``reasoning_content``, ``extra_content``) go to their own provider only.
     """
 
     window: Window
@@ -79,6 +81,7 @@ class Assembly(NamedTuple):
     template: Callable[[Sequence[BlockText]], str] = default_block_template
     render_openai: Callable[[Message], dict[str, Any]] | None = None
     cache_breakpoints: bool = True
+    vendor: str | None = None
 
     def overhead(self) -> int:
         """Tokens the request costs beyond its messages: the reply priming, and in Anthropic's format the

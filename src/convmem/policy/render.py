@@ -17,6 +17,8 @@ from itertools import islice
 from typing import Any, NamedTuple
 
 from ..errors import ConfigurationError
+from ..formats import sent_estimate
+from ..formats._carry import Note, carry
 from ..messages import Message
 from .draft import Assembly, Draft
 from .placement import Placed, with_prefix
@@ -25,7 +27,15 @@ from .units import Window
 
 __all__ = ["Span", "ordered", "render", "span"]
 
-Rendered = tuple[list[dict[str, Any]], str | list[dict[str, Any]] | None]
+
+class Rendered(NamedTuple):
+    """A request as rendered: its messages, its Anthropic ``system``, what the format could not carry
+    (:class:`convmem.formats._carry.Note`) and the tokens of opaque content its account estimates."""
+
+    messages: list[dict[str, Any]]
+    system: str | list[dict[str, Any]] | None
+    notes: list[Note]
+    estimated: int
 
 
 class Span(NamedTuple):
@@ -86,8 +96,9 @@ def render(request: Assembly, draft: Draft, sent: Span, marks: Sequence[int] = (
         ConfigurationError: the format is not one of :data:`convmem.formats.FORMATS`.
     """
     if request.format == "openai" and request.render_openai is not None and draft.truncated is None:
-        return _from_cache(request, draft, sent, request.render_openai), None
-    return _render(request.format, ordered(request, draft, sent), marks)
+        notes: list[Note] = []
+        return Rendered(_from_cache(request, draft, sent, request.render_openai, notes), None, notes, 0)
+    return _render(request.format, ordered(request, draft, sent), marks, request.vendor)
 
 
 def _system_parts(draft: Draft) -> list[Message]:
@@ -97,12 +108,20 @@ def _system_parts(draft: Draft) -> list[Message]:
 
 
 def _from_cache(
-    request: Assembly, draft: Draft, sent: Span, render_openai: Callable[[Message], dict[str, Any]]
+    request: Assembly,
+    draft: Draft,
+    sent: Span,
+    render_openai: Callable[[Message], dict[str, Any]],
+    notes: list[Note],
 ) -> list[dict[str, Any]]:
-    """An OpenAI context from the window's cached Chat dicts: only what changes is rendered."""
+    """An OpenAI context from the window's cached Chat dicts: only what changes is rendered.
+
+    The window holds nothing Chat cannot carry (such a message has no cached dict, and then this path is
+    not taken); the summary (a provider's compaction) and the inputs may, and are carried.
+    """
     window, placed = request.window, draft.placed
     messages = [_cached(e, render_openai) for e in window.pinned] if window.pinned else []
-    messages += [render_openai(m) for m in _system_parts(draft)]
+    messages += [render_openai(m) for m in carry(_system_parts(draft), "openai", notes)]
     offset = len(messages)
     if sent.size == sent.end == len(window.rendered):  # the whole window: extending from the deque skips islice
         messages += window.rendered  # type: ignore[arg-type]
@@ -112,7 +131,8 @@ def _from_cache(
     if carrier is not None and carrier.seq is not None and placed.carried is not None:
         messages[offset + sent.size - sent.tail.entries_after_carrier - 1] = render_openai(placed.carried)
     if request.inputs:
-        messages += [render_openai(m) for m in _with_carrier([m for m, _ in request.inputs], placed)]
+        inputs = carry(_with_carrier([m for m, _ in request.inputs], placed), "openai", notes)
+        messages += [render_openai(m) for m in inputs]
     if placed.trailing is not None:
         messages.append(render_openai(placed.trailing))
     return messages
@@ -141,17 +161,24 @@ def _flat_offset(units: Any, index: int) -> int:
     return sum(len(u.entries) for u in islice(units, 0, index))
 
 
-def _render(format: str, messages: list[Message], marks: Sequence[int] = ()) -> Rendered:
+def _render(format: str, messages: list[Message], marks: Sequence[int] = (), vendor: str | None = None) -> Rendered:
+    """Render for ``format`` what it can carry; the indexes of ``marks`` follow the messages carried."""
     from ..formats import openai, responses
 
+    if format not in ("openai", "anthropic", "responses"):
+        raise ConfigurationError(f"unknown format {format!r}; expected openai, anthropic or responses")
+    notes: list[Note] = []
+    kept: list[int] = []
+    carried = carry(messages, format, notes, kept)
+    estimated = sum(sent_estimate(m) for m in carried if m.extra or m.tool_calls)
     if format == "openai":
-        return openai.to_openai_messages(messages), None  # a tool result's images move to a user message
+        # a tool result's images move to a user message
+        return Rendered(openai.to_openai_messages(carried, vendor=vendor), None, notes, estimated)
     if format == "anthropic":
         from ..formats.anthropic import _marks as _breakpoints
 
         # A name is counted, never refused; system blocks keep their cache_control.
-        request = _breakpoints.render(messages, marks, drop_names=True)
-        return list(request.messages), request.system
-    if format == "responses":
-        return responses.to_responses(messages, drop_names=True), None
-    raise ConfigurationError(f"unknown format {format!r}; expected openai, anthropic or responses")
+        position = {index: at for at, index in enumerate(kept)}  # a message left out whole: marks move on
+        request = _breakpoints.render(carried, [position[i] for i in marks if i in position], drop_names=True)
+        return Rendered(list(request.messages), request.system, notes, estimated)
+    return Rendered(responses.to_responses(carried, drop_names=True), None, notes, estimated)
