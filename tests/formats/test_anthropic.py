@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem.errors import InvalidMessageError
+from convmem.formats._carry import Note
 from convmem.formats.anthropic import CONTINUATION_PLACEHOLDER, AnthropicRequest, from_anthropic, to_anthropic
 from convmem.messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
 
@@ -244,7 +245,6 @@ def test_drop_names() -> None:
 @pytest.mark.parametrize(
     ("messages", "index", "field"),
     [
-        ([Message(role="user", content=(AudioPart("UklG", "wav"),))], 0, "content[0].type"),
         ([Message(role="user", content="a"), Message(role="user", content="b", name="bob")], 1, "name"),
         ([Message(role="system", content="s", name="bob")], 0, "name"),
         ([Message(role="user", content=(ImagePart(path="/tmp/a.png"),))], 0, "content[0].path"),
@@ -286,6 +286,15 @@ def test_render_errors(messages: list[Message], index: int, field: str) -> None:
     with pytest.raises(InvalidMessageError) as info:
         to_anthropic(messages)
     assert (info.value.index, info.value.field) == (index, field)
+
+
+def test_audio_is_left_out_with_a_note() -> None:
+    notes: list[Note] = []
+    spoken = Message(role="user", content=(TextPart("listen"), AudioPart("UklG", "wav")))
+    assert to_anthropic([spoken], notes=notes).messages == [
+        {"role": "user", "content": [{"type": "text", "text": "listen"}]}
+    ]
+    assert notes == [Note(0, "an audio part")]
 
 
 _OK = {"role": "user", "content": "ok"}

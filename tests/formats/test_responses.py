@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem.errors import InvalidMessageError
+from convmem.formats._carry import Note
 from convmem.formats.responses import from_responses, to_responses
 from convmem.messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCall
 
@@ -171,13 +172,17 @@ def test_parts() -> None:
     assert to_responses([m]) == [sent]
 
 
-def test_audio_is_refused_in_input_messages() -> None:
+def test_audio_is_left_out_of_input_messages_with_a_note() -> None:
     (m,) = from_responses(
         [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}}]}]
     )
     assert m.content == (AudioPart("UklG", "wav"),)
-    with pytest.raises(InvalidMessageError, match="no audio"):
-        to_responses([m])
+    notes: list[Note] = []
+    spoken = m.replace(content=(TextPart("listen"), *m.content))
+    assert to_responses([spoken], notes=notes) == [
+        {"role": "user", "content": [{"type": "input_text", "text": "listen"}]}  # as it came: no "type"
+    ]
+    assert notes == [Note(0, "an audio part")]
 
 
 def test_easy_message_with_list_content() -> None:

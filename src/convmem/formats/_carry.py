@@ -10,7 +10,8 @@ document), a refusal and an audio reply's transcript become text parts in their 
 left out, and so are the results of a call left out, so no result is ever sent without its call. A
 Message left with nothing to send is left out whole. Within its own format, a Responses
 ``compaction_trigger`` is sent only as the request's last item (the API takes it nowhere else), and a Chat
-reply's tool call cut off mid-arguments (``finish_reason: "length"``) is never sent. What goes out: the
+reply's tool call cut off mid-arguments (``finish_reason: "length"``) is never sent. A part a format has no
+way to send (audio outside Chat, a file given by URL in Chat) is left out. What goes out: the
 Messages to render, and a :class:`Note` for each thing left out (the memory reports them in
 ``Context.left_out``). A Message with nothing foreign comes back as it is (checked in O(1)).
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ..messages import Message, Part, TextPart, ToolCall
+from ..messages import AudioPart, FilePart, Message, Part, TextPart, ToolCall
 from ._common import LAYOUT, custom_input
 from ._native import ITEM, faithful_text
 
@@ -38,10 +39,30 @@ class Note(NamedTuple):
 
 
 def changes(message: Message, fmt: str) -> bool:
-    """True when :func:`carry` would change ``message`` for ``fmt`` (O(1) for a message without extras)."""
+    """True when :func:`carry` would change ``message`` for ``fmt`` (O(1) for a text message without extras)."""
+    content = message.content
+    if isinstance(content, tuple) and any(_part_gone(p, fmt) for p in content):
+        return True
+    if fmt == "anthropic" and _empty_turn(message):
+        return True
     if not message.extra and not any(c.extra for c in message.tool_calls):
         return False
     return _foreign(message, fmt)
+
+
+def _empty_turn(message: Message) -> bool:
+    """An assistant message with nothing Anthropic takes (it refuses empty content): no text, call or kept block."""
+    if message.role != "assistant" or message.content or message.tool_calls:
+        return False
+    ns = message.extra.get("anthropic") if message.extra else None
+    return not (isinstance(ns, Mapping) and LAYOUT in ns)
+
+
+def _part_gone(part: Part, fmt: str) -> bool:
+    """A part ``fmt`` has no way to send: audio outside Chat, a file by URL in Chat."""
+    if isinstance(part, AudioPart):
+        return fmt != "openai"
+    return fmt == "openai" and isinstance(part, FilePart) and part.url is not None
 
 
 def _foreign(message: Message, fmt: str) -> bool:
@@ -52,7 +73,9 @@ def _foreign(message: Message, fmt: str) -> bool:
             continue
         if other != fmt and (LAYOUT in ns or ITEM in ns):
             return True
-        if other == "openai" and (TRUNCATED in ns or (fmt != "openai" and _chat_text(message, ns))):
+        if other == "openai" and (
+            TRUNCATED in ns or (fmt != "openai" and (_chat_text(message, ns) or "function_call" in ns))
+        ):
             return True
         if other == fmt == "responses" and any(_is_trigger(e) for e in ns.get(LAYOUT) or ()):
             return True
@@ -84,6 +107,11 @@ def carry(
 def _carried(m: Message, fmt: str, i: int, notes: list[Note] | None, gone: set[str], *, last: bool) -> Message | None:
     extra = dict(m.extra)
     content: Any = m.content
+    if isinstance(content, tuple) and any(_part_gone(p, fmt) for p in content):
+        for part in content:
+            if _part_gone(part, fmt):
+                _note(notes, i, "an audio part" if isinstance(part, AudioPart) else "a file given by URL")
+        content = tuple(p for p in content if not _part_gone(p, fmt))
     calls = list(m.tool_calls)
     for other in _FORMATS:
         ns = extra.get(other)
@@ -101,6 +129,8 @@ def _carried(m: Message, fmt: str, i: int, notes: list[Note] | None, gone: set[s
             text = _chat_text(m, ns) if fmt != "openai" else None
             if text is not None and not content:
                 content = (_text_part(text, ns, fmt),)
+            if fmt != "openai" and isinstance(ns.get("function_call"), Mapping):
+                _note(notes, i, "a legacy function_call (Chat only)")
         if other != fmt or other == "openai":
             extra[other] = _spent(extra[other])
     kept_calls: list[ToolCall] = []
@@ -196,6 +226,10 @@ def _own(extra: Mapping[str, Any], fmt: str) -> bool:
 
 def _is_trigger(entry: object) -> bool:
     return isinstance(entry, Mapping) and entry.get("type") == "compaction_trigger"
+
+
+def notes_for(notes: list[Note] | None, index: int) -> bool:
+    return notes is not None and any(note.at == index for note in notes)
 
 
 def _note(notes: list[Note] | None, index: int, what: str) -> None:

@@ -221,7 +221,7 @@ def nested(ns: Mapping[str, Any], key: str, fmt: str, field: str) -> Mapping[str
 
 
 def apply_layout(
-    layout: object, slots: Mapping[str, list[dict[str, Any]]], kept: Collection[str], field: str
+    layout: object, slots: Mapping[str, list[dict[str, Any]]], kept: Collection[str | None], field: str
 ) -> list[dict[str, Any]]:
     """Arrange rendered objects as an ``extra[fmt]["$layout"]`` says.
 

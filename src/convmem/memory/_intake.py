@@ -84,7 +84,10 @@ def rendered_alone(message: Message, vendor: str | None = None) -> dict[str, Any
     result's images (two messages), or what Chat cannot carry as it is (another format's own items)."""
     if moved_images(message) or changes(message, "openai"):
         return None
-    return to_openai(message, vendor=vendor)
+    try:
+        return to_openai(message, vendor=vendor)
+    except InvalidMessageError:
+        return None  # not for Chat: a Chat context renders it in full (and says why it cannot)
 
 
 def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:

@@ -119,7 +119,7 @@ def from_responses(items: Sequence[Mapping[str, Any]]) -> list[Message]:
 
 def compaction_message(items: Sequence[Mapping[str, Any]]) -> Message:
     """One Message holding ``items`` verbatim, in order: a compaction, or what ``responses.compact`` returned."""
-    return Message(role="assistant", content=(), extra={FMT: {LAYOUT: [copy_json(mapping(i, "item")) for i in items]}})
+    return Message(role="assistant", extra={FMT: {LAYOUT: [copy_json(mapping(i, "item")) for i in items]}})
 
 
 def _item_from(d: Mapping[str, Any], kind: object) -> Message:

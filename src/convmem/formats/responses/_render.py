@@ -39,6 +39,7 @@ __all__ = ["to_responses"]
 
 _REASONING_KEYS = frozenset({"type", "id", "summary", "content", "encrypted_content", "status"})
 _EASY_KEYS = ("type", "phase")
+_LAID_OUT = KEPT_ITEMS | {"message", None}  # None: an item_reference, whose type is optional
 #: What a function or custom output keeps beyond the modelled fields (FunctionCallOutput, its custom twin).
 _OUTPUT_KEYS = {
     "function_call_output": ("id", "status", "caller", "name", "namespace"),
@@ -99,7 +100,7 @@ class _Walk:
                 fail("an assistant message needs content or tool calls in the Responses API", "content")
             return ([message] if message is not None else []) + calls
         slots = {"m": [message] if message is not None else [], "t": calls}
-        items = apply_layout(layout, slots, KEPT_ITEMS | {"message"}, f"extra.{FMT}.{LAYOUT}")
+        items = apply_layout(layout, slots, _LAID_OUT, f"extra.{FMT}.{LAYOUT}")
         return [_kept(i) for i in items]
 
     def call(self, call: ToolCall) -> dict[str, Any]:
@@ -148,7 +149,7 @@ def _assistant(m: Message, ns: Mapping[str, Any]) -> dict[str, Any] | None:
     content = m.content
     if content is None and not m.tool_calls and LAYOUT not in ns:
         return {"role": "assistant", "content": ""}
-    if content is None or (not content and (m.tool_calls or LAYOUT in ns)):  # no empty message among items
+    if content is None or (not content and m.tool_calls):  # no empty message in front of the calls
         return None
     api_id = ns.get("id")
     if isinstance(content, str) and not isinstance(api_id, str):
