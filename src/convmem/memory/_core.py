@@ -11,6 +11,7 @@ into effects, and the contexts. A turn, as the flows run it::
     prepare (parse, check, count once) -> push at the next seqs -> plan -> evict -> the state that follows
       -> [store.append of the messages and that state]           (staged: _staging undoes it if refused)
       -> fold_request -> [summarizer] -> fold_done / fold_failed -> state_to_save -> [store.save_state]
+    a provider's compaction in the batch (_compaction.compact): archive up to it, it becomes the summary
     context(inputs, format, block texts) -> assemble within budget - reserve -> Context
 
 It never touches a store, a model or a sink (``tests/test_layout.py`` checks its imports).
@@ -191,7 +192,7 @@ class MemoryCore:
     def fold_request(self, units: list[Unit]) -> FoldRequest:
         pending = self.unfolded + units
         messages = [m for unit in pending for m in unit.messages]
-        previous = self.summary.text if self.summary is not None else None
+        previous = (self.summary.text or None) if self.summary is not None else None  # an opaque compaction: none
         return FoldRequest(previous, messages, pending, self.summary_max_tokens)
 
     def fold_done(self, request: FoldRequest, text: object) -> bool:
@@ -361,7 +362,7 @@ class MemoryCore:
         record = loaded.state.summary
         self.summary = None
         if record is not None:
-            message = summary_message(record.text, record.first_seq, record.last_seq)
+            message = record.message or summary_message(record.text, record.first_seq, record.last_seq)
             self.summary = SummaryText(record.text, record.first_seq, record.last_seq, record.tokens, message)
         self.unfolded = _as_units(loaded.unfolded)
         self._counted_version = None  # stored counts may come from another calibration: recount before use
