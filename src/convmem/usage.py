@@ -5,7 +5,9 @@ OpenAI Chat Completions reports ``prompt_tokens`` / ``completion_tokens`` and
 ``output_tokens`` and ``input_tokens_details.cached_tokens``; Anthropic
 ``input_tokens`` / ``output_tokens`` plus ``cache_read_input_tokens`` and
 ``cache_creation_input_tokens`` (which Anthropic does *not* include in
-``input_tokens``). SDK objects and plain dicts are both accepted.
+``input_tokens``), and with server compaction ``iterations``, whose ``compaction``
+entries the top-level counts leave out (they are added: the compaction is billed).
+SDK objects and plain dicts are both accepted.
 
 Example::
 
@@ -81,14 +83,29 @@ def parse_usage(usage: Any) -> Usage:
         return Usage(_int(usage, "prompt_tokens"), _int(usage, "completion_tokens"), cached)
     if _get(usage, "input_tokens") is None:
         raise InvalidMessageError("has neither prompt_tokens nor input_tokens", field="usage")
-    cache_read = _int(usage, "cache_read_input_tokens")
-    cache_write = _int(usage, "cache_creation_input_tokens")
-    if cache_read or cache_write:  # Anthropic: cache tokens come on top of input_tokens
-        total = _int(usage, "input_tokens") + cache_read + cache_write
-        return Usage(total, _int(usage, "output_tokens"), cache_read, cache_write)
+    compacted = _compaction_usage(usage)
+    cache_read = _int(usage, "cache_read_input_tokens") + compacted.cached_input_tokens
+    cache_write = _int(usage, "cache_creation_input_tokens") + compacted.cache_write_input_tokens
+    if cache_read or cache_write or compacted.input_tokens:  # Anthropic: cache tokens come on top of input_tokens
+        total = _int(usage, "input_tokens") + compacted.input_tokens + cache_read + cache_write
+        return Usage(total, _int(usage, "output_tokens") + compacted.output_tokens, cache_read, cache_write)
     details = _get(usage, "input_tokens_details")
     cached = _int(details, "cached_tokens") if details is not None else 0
     return Usage(_int(usage, "input_tokens"), _int(usage, "output_tokens"), cached)
+
+
+def _compaction_usage(usage: Any) -> Usage:
+    """What Anthropic's compaction ``iterations`` used beyond the top-level counts (which leave them out)."""
+    iterations = _get(usage, "iterations")
+    if not isinstance(iterations, list):
+        return Usage(0, 0)
+    compactions = [it for it in iterations if _get(it, "type") == "compaction"]
+    return Usage(
+        sum(_int(it, "input_tokens") for it in compactions),
+        sum(_int(it, "output_tokens") for it in compactions),
+        sum(_int(it, "cache_read_input_tokens") for it in compactions),
+        sum(_int(it, "cache_creation_input_tokens") for it in compactions),
+    )
 
 
 @dataclass(frozen=True, slots=True)
