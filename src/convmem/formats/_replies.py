@@ -49,7 +49,7 @@ def _dump(value: Any) -> Mapping[str, Any]:
         return value
     if is_sdk_object(value):
         try:
-            dumped = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+            dumped = value.model_dump(mode="json", by_alias=True, exclude_none=True, warnings=False)
         except Exception as exc:
             raise InvalidMessageError(f"model_dump() failed: {type(exc).__name__}", field="response") from None
         if isinstance(dumped, Mapping):

@@ -34,7 +34,7 @@ def sdk_dict(value: Any) -> dict[str, Any]:
         InvalidMessageError: ``model_dump`` failed or did not return an object.
     """
     try:
-        dumped = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+        dumped = value.model_dump(mode="json", by_alias=True, exclude_none=True, warnings=False)
     except Exception as exc:
         raise InvalidMessageError(
             f"{type(value).__name__}.model_dump(exclude_none=True) failed: {type(exc).__name__}", field="message"
@@ -68,6 +68,6 @@ def _block(block: Any) -> Any:
     if not is_sdk_object(block):
         return block
     try:
-        return block.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return block.model_dump(mode="json", by_alias=True, exclude_none=True, warnings=False)
     except Exception as exc:
         raise InvalidMessageError(f"model_dump() failed: {type(exc).__name__}", field="content") from None
