@@ -378,3 +378,52 @@ def test_system_parse_errors_name_the_block() -> None:
     with pytest.raises(InvalidMessageError) as info:
         from_anthropic([], [{"type": "image"}])
     assert (info.value.index, info.value.field) == (None, "system[0].type")
+
+
+_SERVER = [
+    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+]
+_USER_KEPT = [
+    {"type": "search_result", "source": "s", "title": "t", "content": [{"type": "text", "text": "x"}]},
+    {"type": "container_upload", "file_id": "file_1"},
+    {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "plain"}},
+]
+
+
+@settings(max_examples=examples(100))
+@given(
+    st.permutations([*_SERVER, {"type": "text", "text": "a"}, {"type": "compaction", "content": "s"}]),
+    st.lists(st.sampled_from(_USER_KEPT), min_size=1, max_size=3),
+    st.booleans(),
+)
+def test_kept_blocks_round_trip_in_every_message_and_result(
+    assistant: list[dict[str, Any]], user: list[dict[str, Any]], note_first: bool
+) -> None:
+    """Server tools and compaction among an assistant's blocks, search results and text documents in a user
+    message and in a tool result, a thinking turn after an app's note: the same request comes back."""
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": [*user, {"type": "text", "text": "r"}]}
+    thinking = {"type": "thinking", "thinking": "hm", "signature": "s"}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [*user, {"type": "text", "text": "q"}]},
+        {"role": "assistant", "content": [*assistant, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [result]},
+    ]
+    if note_first:  # an app's note, then the model's thinking turn: separated, the thinking first
+        messages += [
+            {"role": "assistant", "content": "note"},
+            {"role": "user", "content": CONTINUATION_PLACEHOLDER},
+            {"role": "assistant", "content": [thinking, {"type": "text", "text": "done"}]},
+        ]
+    parsed = from_anthropic(messages)
+    assert to_anthropic(parsed).messages == messages
+    compactions = [
+        m
+        for m in parsed
+        if any(
+            isinstance(b, dict) and b.get("type") == "compaction"
+            for b in m.extra.get("anthropic", {}).get("$layout", ())
+        )
+    ]
+    assert len(compactions) == 1
+    assert compactions[0].extra["anthropic"]["$layout"] == [{"type": "compaction", "content": "s"}], "it stands alone"

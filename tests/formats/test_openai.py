@@ -254,3 +254,44 @@ def test_render_errors_name_the_field(m: Message, field: str) -> None:
     with pytest.raises(InvalidMessageError) as info:
         to_openai(m)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    "d",
+    [
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c", "type": "custom", "custom": {"name": "sh", "input": "ls -la"}}],
+        },
+        {"role": "function", "name": "lookup", "content": "42"},
+        {"role": "function", "name": "lookup", "content": None},
+    ],
+)
+def test_custom_calls_and_the_function_role_round_trip(d: dict[str, Any]) -> None:
+    m = from_openai(d)
+    assert to_openai(m) == d
+    if d["role"] == "function":
+        assert m.role == "user", "a legacy function result is a unit of its own"
+
+
+def test_vendor_fields_go_back_to_their_own_provider_only() -> None:
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "f", "arguments": "{}"},
+        "extra_content": {"google": {"thought_signature": "s"}},
+    }
+    d = {"role": "assistant", "content": None, "reasoning_content": "why", "tool_calls": [call]}
+    m = from_openai(d)
+    assert to_openai(m) == d, "to a model convmem does not know: as it came"
+    assert to_openai(m, vendor="deepseek")["reasoning_content"] == "why"
+    assert "extra_content" not in to_openai(m, vendor="deepseek")["tool_calls"][0]
+    assert to_openai(m, vendor="google")["tool_calls"][0]["extra_content"] == call["extra_content"]
+    assert "reasoning_content" not in to_openai(m, vendor="google")
+    plain = to_openai(m, vendor="openai")
+    assert "reasoning_content" not in plain
+    assert "extra_content" not in plain["tool_calls"][0]
+    without_calls = from_openai({"role": "assistant", "content": "hi", "reasoning_content": "why"})
+    assert to_openai(without_calls, vendor="deepseek") == {"role": "assistant", "content": "hi"}, (
+        "only on a tool-call turn"
+    )

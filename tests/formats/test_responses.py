@@ -285,3 +285,55 @@ def test_parse_errors(items: list[Any], index: int, field: str) -> None:
     with pytest.raises(InvalidMessageError) as info:
         from_responses(items)
     assert (info.value.index, info.value.field) == (index, field)
+
+
+_HOSTED = [
+    {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "q"}},
+    {"type": "mcp_list_tools", "id": "mcpl_1", "server_label": "s", "tools": []},
+    {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+    {"id": "msg_old"},  # an item_reference, its type left out
+]
+_APP_CALLS = [
+    (
+        {
+            "type": "computer_call",
+            "id": "cu_1",
+            "call_id": "c1",
+            "action": {"type": "screenshot"},
+            "status": "completed",
+            "pending_safety_checks": [],
+        },
+        {"type": "computer_call_output", "call_id": "c1", "output": {"type": "computer_screenshot", "file_id": "f"}},
+    ),
+    (
+        {"type": "custom_tool_call", "id": "ctc_1", "call_id": "c2", "name": "sql", "input": "SELECT 1"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": "1"},
+    ),
+    (
+        {"type": "mcp_approval_request", "id": "mcpr_1", "name": "f", "arguments": "{}", "server_label": "s"},
+        {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True},
+    ),
+    (
+        {
+            "type": "local_shell_call",
+            "id": "ls_1",
+            "call_id": "c3",
+            "status": "completed",
+            "action": {"type": "exec", "command": ["ls"], "env": {}},
+        },
+        {"type": "local_shell_call_output", "id": "c3", "output": "a.txt"},
+    ),
+]
+
+
+@settings(max_examples=examples(100))
+@given(st.lists(st.sampled_from(_HOSTED), max_size=3), st.sampled_from(_APP_CALLS))
+def test_hosted_items_and_calls_the_app_answers_round_trip(hosted: list[dict[str, Any]], pair: Any) -> None:
+    """The provider's own items join their run in place; a call the app answers is a ToolCall, its output a
+    tool Message answering it; the items come back as they went in."""
+    call, output = pair
+    items = [{"role": "user", "content": "hi"}, *hosted, call, output]
+    messages = from_responses(items)
+    assert [m.role for m in messages] == ["user", "assistant", "tool"]
+    assert messages[2].tool_call_id == messages[1].tool_calls[0].id
+    assert to_responses(messages) == items
