@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from convmem.formats.responses import from_responses, to_responses
 from convmem.messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCall
 
 from .._quick import examples
+from ..provider import strict
 from ..strategies import conversations, messages, with_unknown_keys, without_unknown_keys
 
 OPTIONS: dict[str, Any] = {
@@ -326,6 +328,23 @@ _APP_CALLS = [
 ]
 
 
+_APP_CALLS += [
+    (
+        {"type": "shell_call", "call_id": "c4", "action": {"commands": ["ls"]}},
+        {"type": "shell_call_output", "call_id": "c4", "output": []},
+    ),
+    (
+        {
+            "type": "apply_patch_call",
+            "call_id": "c5",
+            "status": "completed",
+            "operation": {"type": "delete_file", "path": "a"},
+        },
+        {"type": "apply_patch_call_output", "call_id": "c5", "status": "completed"},
+    ),
+]
+
+
 @settings(max_examples=examples(100))
 @given(st.lists(st.sampled_from(_HOSTED), max_size=3), st.sampled_from(_APP_CALLS))
 def test_hosted_items_and_calls_the_app_answers_round_trip(hosted: list[dict[str, Any]], pair: Any) -> None:
@@ -337,3 +356,22 @@ def test_hosted_items_and_calls_the_app_answers_round_trip(hosted: list[dict[str
     assert [m.role for m in messages] == ["user", "assistant", "tool"]
     assert messages[2].tool_call_id == messages[1].tool_calls[0].id
     assert to_responses(messages) == items
+
+
+@pytest.mark.parametrize("pair", _APP_CALLS[2:], ids=lambda pair: pair[0]["type"])
+def test_a_repaired_call_the_app_answers_is_sent_its_own_output(pair: Any) -> None:
+    """``repair()`` answers an open call with placeholder text: it goes out as the output that call takes."""
+    from convmem import Memory
+
+    call, _ = pair
+    memory = Memory("gpt-5.1", format="responses", max_tokens=10_000)
+    memory.add({"role": "user", "content": "hi"})
+    memory.add(call)
+    (placeholder,) = memory.repair()
+    items = memory.context().messages
+    strict.responses_items(items)
+    answer = items[-1]
+    assert answer["type"] == {"mcp_approval_request": "mcp_approval_response"}.get(
+        call["type"], call["type"] + "_output"
+    )
+    assert placeholder.text in json.dumps(answer)

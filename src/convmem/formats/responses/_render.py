@@ -73,12 +73,28 @@ def to_responses(
     return out
 
 
+def _answer(kind: str, call_id: str, text: str) -> dict[str, Any] | None:
+    """A text result (a repaired call's placeholder) as the output a call the application answers takes."""
+    if kind == "local_shell_call":
+        return {"type": "local_shell_call_output", "id": call_id, "output": text}
+    if kind == "shell_call":
+        outcome = {"stdout": "", "stderr": text, "outcome": {"type": "exit", "exit_code": 1}}
+        return {"type": "shell_call_output", "call_id": call_id, "output": [outcome]}
+    if kind == "apply_patch_call":
+        return {"type": "apply_patch_call_output", "call_id": call_id, "status": "failed", "output": text}
+    if kind == "mcp_approval_request":
+        return {"type": "mcp_approval_response", "approval_request_id": call_id, "approve": False, "reason": text}
+    return None  # a computer call takes a screenshot: no text answers it
+
+
 class _Walk:
-    """The request so far: the ids sent, and which calls are custom (their outputs are custom outputs)."""
+    """The request so far: the ids sent, which calls are custom (their outputs are custom outputs), and the
+    kind of each call the application answers (a result given as text is rendered as its output)."""
 
     def __init__(self, ids: SentIds) -> None:
         self.ids = ids
         self.custom: set[str] = set()
+        self.native: dict[str, str] = {}
 
     def items(self, m: Message) -> list[dict[str, Any]]:
         ns = namespace(m.extra, FMT, "")
@@ -107,6 +123,7 @@ class _Walk:
         ns = namespace(call.extra, FMT, "")
         item = ns.get(ITEM)
         if isinstance(item, Mapping):
+            self.native[call.id] = str(item.get("type"))
             return request_item(item)
         text = custom_input(call)
         if text is not None:
@@ -124,6 +141,11 @@ class _Walk:
             return request_item(item)
         content: Any = m.content if isinstance(m.content, str) else each("content", m.content or (), _part)
         call_id = m.tool_call_id or ""
+        if call_id in self.native:
+            answer = _answer(self.native[call_id], call_id, m.text)
+            if answer is None:
+                fail(f"a {self.native[call_id]} is answered by its output item, not by text", "content")
+            return answer
         kind = CUSTOM_OUTPUT if call_id in self.custom or ns.get("type") == CUSTOM_OUTPUT else "function_call_output"
         out = {"type": kind, "call_id": self.ids.result(call_id), "output": content}
         emit(out, ns, FMT, "", handled=("type",), allowed=_OUTPUT_KEYS[kind])
