@@ -19,6 +19,7 @@ import pytest
 from convmem import Memory
 
 from .members import members, minimal_model
+from .pairs import CALLS, OUTPUTS, answer_key
 from .test_sdk_unions import MODELS, U, round_trip, sent_checked
 
 openai = pytest.importorskip("openai")
@@ -83,56 +84,6 @@ ANTHROPIC_BETA_REPLIES: dict[str, Place] = {
     "BetaMCPToolListingBlock": _with_text,
 }
 
-_OUTPUTS = {  # what answers a call the application runs
-    "function_call": {"type": "function_call_output", "call_id": "x", "output": "ok"},
-    "custom_tool_call": {"type": "custom_tool_call_output", "call_id": "x", "output": "ok"},
-    "computer_call": {"type": "computer_call_output", "call_id": "x", "output": {"type": "computer_screenshot"}},
-    "local_shell_call": {"type": "local_shell_call_output", "id": "x", "output": "ok"},
-    "shell_call": {"type": "shell_call_output", "call_id": "x", "output": []},
-    "apply_patch_call": {"type": "apply_patch_call_output", "call_id": "x", "status": "completed"},
-    "mcp_approval_request": {"type": "mcp_approval_response", "approval_request_id": "x", "approve": True},
-}
-_CALLS = {  # the call an output in a reply answers, in the same reply
-    "function_call_output": {"type": "function_call", "call_id": "x", "name": "f", "arguments": "{}"},
-    "computer_call_output": {
-        "type": "computer_call",
-        "id": "cu",
-        "call_id": "x",
-        "action": {"type": "screenshot"},
-        "status": "completed",
-        "pending_safety_checks": [],
-    },
-    "shell_call_output": {
-        "type": "shell_call",
-        "id": "sh",
-        "call_id": "x",
-        "status": "completed",
-        "action": {"commands": ["ls"]},
-    },
-    "apply_patch_call_output": {
-        "type": "apply_patch_call",
-        "id": "ap",
-        "call_id": "x",
-        "status": "completed",
-        "operation": {"type": "delete_file", "path": "a.txt"},
-    },
-    "custom_tool_call_output": {"type": "custom_tool_call", "call_id": "x", "name": "f", "input": "go"},
-    "local_shell_call_output": {
-        "type": "local_shell_call",
-        "id": "ls",
-        "call_id": "x",
-        "status": "completed",
-        "action": {"type": "exec", "command": ["ls"], "env": {}},
-    },
-    "mcp_approval_response": {
-        "type": "mcp_approval_request",
-        "id": "x",
-        "name": "f",
-        "arguments": "{}",
-        "server_label": "s",
-    },
-}
-
 
 def _kept(x: dict[str, Any]) -> Reply:
     return [x, _MESSAGE], []
@@ -140,12 +91,11 @@ def _kept(x: dict[str, Any]) -> Reply:
 
 def _call(x: dict[str, Any]) -> Reply:
     x = {**x, "arguments": "{}"} if x["type"] == "function_call" else x
-    return [x], [_OUTPUTS[x["type"]]]
+    return [x], [OUTPUTS[x["type"]]]
 
 
 def _output(x: dict[str, Any]) -> Reply:
-    key = {"mcp_approval_response": "approval_request_id", "local_shell_call_output": "id"}.get(x["type"], "call_id")
-    return [_CALLS[x["type"]], {**x, key: "x"}], []
+    return [CALLS[x["type"]], {**x, answer_key(x["type"]): "x"}], []
 
 
 RESPONSES_REPLIES: dict[str, Place] = {

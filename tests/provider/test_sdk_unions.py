@@ -23,6 +23,7 @@ from convmem.stores import MemoryStore
 
 from . import rules, strict
 from .members import _alternatives, _unwrap, members, minimal
+from .pairs import CALLS, OUTPUTS, answer_key
 from .strict import _hints
 
 openai = pytest.importorskip("openai")
@@ -93,58 +94,15 @@ CHAT_CALLS: dict[str, Build] = {
 }
 
 # --- Responses -----------------------------------------------------------------------------------------------
-_PAIRS = {  # a call the application answers, and the minimal output that answers it
-    "computer_call": {"type": "computer_call_output", "call_id": "x", "output": {"type": "computer_screenshot"}},
-    "local_shell_call": {"type": "local_shell_call_output", "id": "x", "output": "ok"},
-    "shell_call": {"type": "shell_call_output", "call_id": "x", "output": []},
-    "apply_patch_call": {"type": "apply_patch_call_output", "call_id": "x", "status": "completed"},
-    "custom_tool_call": {"type": "custom_tool_call_output", "call_id": "x", "output": "ok"},
-    "function_call": {"type": "function_call_output", "call_id": "x", "output": "ok"},
-    "mcp_approval_request": {"type": "mcp_approval_response", "approval_request_id": "x", "approve": True},
-}
-_CALLS = {  # the call each output answers
-    "computer_call_output": {
-        "type": "computer_call",
-        "id": "cu",
-        "call_id": "x",
-        "action": {"type": "screenshot"},
-        "status": "completed",
-        "pending_safety_checks": [],
-    },
-    "local_shell_call_output": {"type": "local_shell_call", "id": "ls", "call_id": "x", "status": "completed"},
-    "shell_call_output": {"type": "shell_call", "call_id": "x", "action": {"commands": ["ls"]}},
-    "apply_patch_call_output": {
-        "type": "apply_patch_call",
-        "call_id": "x",
-        "status": "completed",
-        "operation": {"type": "delete_file", "path": "a.txt"},
-    },
-    "custom_tool_call_output": {"type": "custom_tool_call", "call_id": "x", "name": "f", "input": "go"},
-    "function_call_output": {"type": "function_call", "call_id": "x", "name": "f", "arguments": "{}"},
-    "mcp_approval_response": {
-        "type": "mcp_approval_request",
-        "id": "x",
-        "name": "f",
-        "arguments": "{}",
-        "server_label": "s",
-    },
-}
-for _kind in ("local_shell_call_output",):
-    _CALLS[_kind]["action"] = {"type": "exec", "command": ["ls"], "env": {}}
 
 
 def _call(x: dict[str, Any]) -> Batches:
     x = {**x, "arguments": "{}"} if x["type"] == "function_call" else x
-    return [[U], [x], [_PAIRS[x["type"]]]]
+    return [[U], [x], [OUTPUTS[x["type"]]]]
 
 
 def _output(x: dict[str, Any]) -> Batches:
-    key = (
-        "approval_request_id"
-        if x["type"] == "mcp_approval_response"
-        else ("id" if x["type"] == "local_shell_call_output" else "call_id")
-    )
-    return [[U], [_CALLS[x["type"]]], [{**x, key: "x"}]]
+    return [[U], [CALLS[x["type"]]], [{**x, answer_key(x["type"]): "x"}]]
 
 
 def _kept(x: dict[str, Any]) -> Batches:
@@ -221,7 +179,7 @@ RESPONSES_OUTPUTS: dict[str, Build] = {  # what a function_call_output's output 
     name: (
         lambda x, _n=name: [
             [U],
-            [_CALLS["function_call_output"]],
+            [CALLS["function_call_output"]],
             [
                 {
                     "type": "function_call_output",
