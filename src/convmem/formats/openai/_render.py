@@ -26,7 +26,7 @@ __all__ = ["TOOL_IMAGE_NOTE", "VENDOR_FIELDS", "moved_images", "to_openai", "to_
 
 #: Fields of Chat-compatible servers, by the providers whose models emit and need them back.
 VENDOR_FIELDS: Mapping[str, frozenset[str]] = {
-    "reasoning_content": frozenset({"deepseek", "qwen"}),
+    "reasoning_content": frozenset({"deepseek"}),
     "extra_content": frozenset({"google"}),
 }
 
