@@ -169,7 +169,7 @@ def _cycles() -> list[list[str]]:
 
 def test_the_graph_sees_real_imports() -> None:
     # Guards the checker itself: a parser that found no edges would pass every test below.
-    assert "convmem.messages" in GRAPH["convmem.formats.openai"]
+    assert "convmem.messages" in GRAPH["convmem.formats.openai._parse"]
     assert "convmem.stores.sqlite._sql" in GRAPH["convmem.stores.sqlite.store"]
     assert "convmem.formats" in GRAPH["convmem.memory._intake"]
 

@@ -258,8 +258,9 @@ class Message:
         for i, part in enumerate(content):
             if not isinstance(part, _PART_TYPES):
                 raise InvalidMessageError(f"unknown part type {type(part).__name__}", field=f"content[{i}]")
+            # A tool result may return images and files (Anthropic, Responses); system text only.
             text_only = self.role in ("system", "developer") or (
-                self.role == "tool" and not isinstance(part, ImagePart)
+                self.role == "tool" and not isinstance(part, (ImagePart, FilePart))
             )
             if text_only and not isinstance(part, TextPart):
                 raise InvalidMessageError(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
-from .messages import PINNED_ROLES, StoredMessage
+from .messages import PINNED_ROLES, Message, StoredMessage
 
 __all__ = ["LoadedSession", "MessageStatus", "SessionInfo", "SessionState", "SummaryRecord", "status_of"]
 
@@ -33,13 +33,19 @@ MessageStatus: TypeAlias = Literal["pinned", "active", "archived", "summarized",
 
 @dataclass(frozen=True, slots=True)
 class SummaryRecord:
-    """A running summary and the seq range it covers."""
+    """A running summary and the seq range it covers.
+
+    ``message`` is a provider's own summary, when the provider compacted the conversation (an Anthropic
+    ``compaction`` block, a Responses ``compaction`` item): the stored message holding it, re-sent as it
+    is; ``text`` is then what of it is readable (empty for an opaque one).
+    """
 
     text: str
     first_seq: int
     last_seq: int
     tokens: int
     created_at: datetime
+    message: Message | None = None
 
 
 @dataclass(frozen=True, slots=True)

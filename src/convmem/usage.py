@@ -9,8 +9,9 @@ Anthropic reports ``input_tokens`` / ``output_tokens`` plus
 ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` (which it does
 *not* include in ``input_tokens``), the writes split by lifetime in
 ``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``
-(the 1-hour ones bill at twice the input price). SDK objects and plain dicts are
-both accepted.
+(the 1-hour ones bill at twice the input price), and with server compaction
+``iterations``, whose ``compaction`` entries the top-level counts leave out (they
+are added: the compaction is billed). SDK objects and plain dicts are both accepted.
 
 Example::
 
@@ -26,7 +27,7 @@ from typing import Any
 
 from .errors import InvalidMessageError
 
-__all__ = ["ModelUsage", "Stats", "Usage", "fresh_counts", "parse_usage"]
+__all__ = ["USAGE_KEYS", "ModelUsage", "Stats", "Usage", "fresh_counts", "parse_usage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,18 +88,21 @@ def parse_usage(usage: Any) -> Usage:
         return _openai(usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
     if _get(usage, "input_tokens") is None:
         raise InvalidMessageError("has neither prompt_tokens nor input_tokens", field="usage")
-    cache_read = _int(usage, "cache_read_input_tokens")
+    compacted = _compaction_usage(usage)
+    cache_read = _int(usage, "cache_read_input_tokens") + compacted.cached_input_tokens
     split = _get(usage, "cache_creation")
     short = _int(split, "ephemeral_5m_input_tokens") if split is not None else 0
     long = _int(split, "ephemeral_1h_input_tokens") if split is not None else 0
     cache_write = _int(usage, "cache_creation_input_tokens") or short + long
-    if cache_read or cache_write:  # Anthropic: cache tokens come on top of input_tokens
-        if long > cache_write:
-            raise InvalidMessageError(
-                f"{long} 1-hour cache writes of {cache_write} cache writes", field="usage.cache_creation"
-            )
-        total = _int(usage, "input_tokens") + cache_read + cache_write
-        return Usage(total, _int(usage, "output_tokens"), cache_read, cache_write, long)
+    if long > cache_write:
+        raise InvalidMessageError(
+            f"{long} 1-hour cache writes of {cache_write} cache writes", field="usage.cache_creation"
+        )
+    cache_write += compacted.cache_write_input_tokens
+    if cache_read or cache_write or compacted.input_tokens:  # Anthropic: cache tokens come on top of input_tokens
+        total = _int(usage, "input_tokens") + compacted.input_tokens + cache_read + cache_write
+        output = _int(usage, "output_tokens") + compacted.output_tokens
+        return Usage(total, output, cache_read, cache_write, long)
     return _openai(usage, "input_tokens", "output_tokens", "input_tokens_details")
 
 
@@ -114,6 +118,20 @@ def _openai(usage: Any, prompt: str, completion: str, details_key: str) -> Usage
             field=f"usage.{details_key}",
         )
     return Usage(total, _int(usage, completion), cached, written)
+
+
+def _compaction_usage(usage: Any) -> Usage:
+    """What Anthropic's compaction ``iterations`` used beyond the top-level counts (which leave them out)."""
+    iterations = _get(usage, "iterations")
+    if not isinstance(iterations, list):
+        return Usage(0, 0)
+    compactions = [it for it in iterations if _get(it, "type") == "compaction"]
+    return Usage(
+        sum(_int(it, "input_tokens") for it in compactions),
+        sum(_int(it, "output_tokens") for it in compactions),
+        sum(_int(it, "cache_read_input_tokens") for it in compactions),
+        sum(_int(it, "cache_creation_input_tokens") for it in compactions),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +155,18 @@ class Stats:
     cache_write_tokens: int = 0  # input tokens written to the prompt cache (Anthropic, OpenAI's GPT-5.6 and later)
     cache_savings_usd: float = 0.0  # the cost at full input price minus the cost billed (writes may cost)
     cache_write_1h_tokens: int = 0  # the part of cache_write_tokens written to Anthropic's 1-hour cache
+
+
+#: The running counts that come from providers' usage (a memory keeps what it has not saved yet apart).
+USAGE_KEYS: tuple[str, ...] = (
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+    "cost_usd",
+    "cache_savings_usd",
+)
 
 
 def fresh_counts() -> dict[str, Any]:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem.errors import InvalidMessageError
+from convmem.formats._carry import Note
 from convmem.formats.anthropic import CONTINUATION_PLACEHOLDER, AnthropicRequest, from_anthropic, to_anthropic
 from convmem.messages import AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
 
@@ -244,7 +245,6 @@ def test_drop_names() -> None:
 @pytest.mark.parametrize(
     ("messages", "index", "field"),
     [
-        ([Message(role="user", content=(AudioPart("UklG", "wav"),))], 0, "content[0].type"),
         ([Message(role="user", content="a"), Message(role="user", content="b", name="bob")], 1, "name"),
         ([Message(role="system", content="s", name="bob")], 0, "name"),
         ([Message(role="user", content=(ImagePart(path="/tmp/a.png"),))], 0, "content[0].path"),
@@ -288,6 +288,15 @@ def test_render_errors(messages: list[Message], index: int, field: str) -> None:
     assert (info.value.index, info.value.field) == (index, field)
 
 
+def test_audio_is_left_out_with_a_note() -> None:
+    notes: list[Note] = []
+    spoken = Message(role="user", content=(TextPart("listen"), AudioPart("UklG", "wav")))
+    assert to_anthropic([spoken], notes=notes).messages == [
+        {"role": "user", "content": [{"type": "text", "text": "listen"}]}
+    ]
+    assert notes == [Note(0, "an audio part")]
+
+
 _OK = {"role": "user", "content": "ok"}
 
 
@@ -297,7 +306,9 @@ _OK = {"role": "user", "content": "ok"}
         ([_OK, {"role": "system", "content": "s"}], 1, "role"),
         ([_OK, {"content": "s"}], 1, "role"),
         ([_OK, {"role": "user", "content": None}], 1, "content"),
-        ([_OK, {"role": "assistant", "content": [{"type": "server_tool_use"}]}], 1, "content[0].type"),
+        ([_OK, {"role": "assistant", "content": [{"type": "server_tool_use"}]}], 1, "content[0].id"),
+        ([_OK, {"role": "assistant", "content": [{"type": "web_search_tool_result"}]}], 1, "content[0].tool_use_id"),
+        ([_OK, {"role": "assistant", "content": [{"type": "nope_block"}]}], 1, "content[0].type"),
         (
             [_OK, {"role": "user", "content": [{"type": "tool_use", "id": "c", "name": "f", "input": {}}]}],
             1,
@@ -328,7 +339,7 @@ _OK = {"role": "user", "content": "ok"}
         ),
         ([_OK, {"role": "assistant", "content": [{"type": "tool_use", "name": "f", "input": {}}]}], 1, "content[0].id"),
         (
-            [{"role": "user", "content": [{"type": "document", "source": {"type": "text", "data": "x"}}]}],
+            [{"role": "user", "content": [{"type": "document", "source": {"type": "zip", "data": "x"}}]}],
             0,
             "content[0].source.type",
         ),
@@ -346,13 +357,13 @@ _OK = {"role": "user", "content": "ok"}
                         {
                             "type": "tool_result",
                             "tool_use_id": "c",
-                            "content": [{"type": "document", "source": {"type": "file", "file_id": "f"}}],
+                            "content": [{"type": "video", "source": {"type": "file", "file_id": "f"}}],
                         }
                     ],
                 }
             ],
             0,
-            "content[0].content[0]",
+            "content[0].content[0].type",
         ),
         (["nope"], 0, "message"),
     ],
@@ -367,3 +378,52 @@ def test_system_parse_errors_name_the_block() -> None:
     with pytest.raises(InvalidMessageError) as info:
         from_anthropic([], [{"type": "image"}])
     assert (info.value.index, info.value.field) == (None, "system[0].type")
+
+
+_SERVER = [
+    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+]
+_USER_KEPT = [
+    {"type": "search_result", "source": "s", "title": "t", "content": [{"type": "text", "text": "x"}]},
+    {"type": "container_upload", "file_id": "file_1"},
+    {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "plain"}},
+]
+
+
+@settings(max_examples=examples(100))
+@given(
+    st.permutations([*_SERVER, {"type": "text", "text": "a"}, {"type": "compaction", "content": "s"}]),
+    st.lists(st.sampled_from(_USER_KEPT), min_size=1, max_size=3),
+    st.booleans(),
+)
+def test_kept_blocks_round_trip_in_every_message_and_result(
+    assistant: list[dict[str, Any]], user: list[dict[str, Any]], note_first: bool
+) -> None:
+    """Server tools and compaction among an assistant's blocks, search results and text documents in a user
+    message and in a tool result, a thinking turn after an app's note: the same request comes back."""
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": [*user, {"type": "text", "text": "r"}]}
+    thinking = {"type": "thinking", "thinking": "hm", "signature": "s"}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [*user, {"type": "text", "text": "q"}]},
+        {"role": "assistant", "content": [*assistant, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [result]},
+    ]
+    if note_first:  # an app's note, then the model's thinking turn: separated, the thinking first
+        messages += [
+            {"role": "assistant", "content": "note"},
+            {"role": "user", "content": CONTINUATION_PLACEHOLDER},
+            {"role": "assistant", "content": [thinking, {"type": "text", "text": "done"}]},
+        ]
+    parsed = from_anthropic(messages)
+    assert to_anthropic(parsed).messages == messages
+    compactions = [
+        m
+        for m in parsed
+        if any(
+            isinstance(b, dict) and b.get("type") == "compaction"
+            for b in m.extra.get("anthropic", {}).get("$layout", ())
+        )
+    ]
+    assert len(compactions) == 1
+    assert compactions[0].extra["anthropic"]["$layout"] == [{"type": "compaction", "content": "s"}], "it stands alone"

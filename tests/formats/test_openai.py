@@ -173,7 +173,8 @@ def test_outputs_share_no_mutable_state() -> None:
     ("d", "field"),
     [
         ({"content": "x"}, "role"),
-        ({"role": "function", "content": "x"}, "role"),
+        ({"role": "robot", "content": "x"}, "role"),
+        ({"role": "function", "content": "x"}, "name"),
         ({"role": "user", "content": 3}, "content"),
         ({"role": "user", "content": None}, "content"),
         ({"role": "user", "content": [{"type": "video"}]}, "content[0].type"),
@@ -191,7 +192,11 @@ def test_outputs_share_no_mutable_state() -> None:
             {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]},
             "tool_calls[0].type",
         ),
-        ({"role": "assistant", "tool_calls": [{"id": "c", "type": "custom", "custom": {}}]}, "tool_calls[0].type"),
+        (
+            {"role": "assistant", "tool_calls": [{"id": "c", "type": "custom", "custom": {}}]},
+            "tool_calls[0].custom.input",
+        ),
+        ({"role": "assistant", "tool_calls": [{"id": "c", "type": "mcp", "mcp": {}}]}, "tool_calls[0].type"),
         (
             {
                 "role": "assistant",
@@ -249,3 +254,44 @@ def test_render_errors_name_the_field(m: Message, field: str) -> None:
     with pytest.raises(InvalidMessageError) as info:
         to_openai(m)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    "d",
+    [
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c", "type": "custom", "custom": {"name": "sh", "input": "ls -la"}}],
+        },
+        {"role": "function", "name": "lookup", "content": "42"},
+        {"role": "function", "name": "lookup", "content": None},
+    ],
+)
+def test_custom_calls_and_the_function_role_round_trip(d: dict[str, Any]) -> None:
+    m = from_openai(d)
+    assert to_openai(m) == d
+    if d["role"] == "function":
+        assert m.role == "user", "a legacy function result is a unit of its own"
+
+
+def test_vendor_fields_go_back_to_their_own_provider_only() -> None:
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "f", "arguments": "{}"},
+        "extra_content": {"google": {"thought_signature": "s"}},
+    }
+    d = {"role": "assistant", "content": None, "reasoning_content": "why", "tool_calls": [call]}
+    m = from_openai(d)
+    assert to_openai(m) == d, "to a model convmem does not know: as it came"
+    assert to_openai(m, vendor="deepseek")["reasoning_content"] == "why"
+    assert "extra_content" not in to_openai(m, vendor="deepseek")["tool_calls"][0]
+    assert to_openai(m, vendor="google")["tool_calls"][0]["extra_content"] == call["extra_content"]
+    assert "reasoning_content" not in to_openai(m, vendor="google")
+    plain = to_openai(m, vendor="openai")
+    assert "reasoning_content" not in plain
+    assert "extra_content" not in plain["tool_calls"][0]
+    without_calls = from_openai({"role": "assistant", "content": "hi", "reasoning_content": "why"})
+    assert to_openai(without_calls, vendor="deepseek") == {"role": "assistant", "content": "hi"}, (
+        "only on a tool-call turn"
+    )

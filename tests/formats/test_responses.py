@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from convmem.errors import InvalidMessageError
+from convmem.formats._carry import Note
 from convmem.formats.responses import from_responses, to_responses
 from convmem.messages import AudioPart, FilePart, ImagePart, Message, TextPart, ToolCall
 
 from .._quick import examples
+from ..provider import strict
 from ..strategies import conversations, messages, with_unknown_keys, without_unknown_keys
 
 OPTIONS: dict[str, Any] = {
@@ -171,13 +174,17 @@ def test_parts() -> None:
     assert to_responses([m]) == [sent]
 
 
-def test_audio_is_refused_in_input_messages() -> None:
+def test_audio_is_left_out_of_input_messages_with_a_note() -> None:
     (m,) = from_responses(
         [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}}]}]
     )
     assert m.content == (AudioPart("UklG", "wav"),)
-    with pytest.raises(InvalidMessageError, match="no audio"):
-        to_responses([m])
+    notes: list[Note] = []
+    spoken = m.replace(content=(TextPart("listen"), *m.content))
+    assert to_responses([spoken], notes=notes) == [
+        {"role": "user", "content": [{"type": "input_text", "text": "listen"}]}  # as it came: no "type"
+    ]
+    assert notes == [Note(0, "an audio part")]
 
 
 def test_easy_message_with_list_content() -> None:
@@ -245,7 +252,9 @@ _OK = {"role": "user", "content": "ok"}
     [
         ([_OK, {"role": "tool", "content": "x"}], 1, "role"),
         ([_OK, {"content": "x"}], 1, "role"),
-        ([_OK, {"type": "web_search_call", "id": "ws"}], 1, "type"),
+        ([_OK, {"type": "video_call", "id": "ws"}], 1, "type"),
+        ([_OK, {"type": "compaction", "id": "cmp"}], 1, "encrypted_content"),
+        ([_OK, {"type": "computer_call", "id": "cc", "action": {}}], 1, "call_id"),
         ([_OK, {"type": "function_call", "name": "f", "arguments": "{}"}], 1, "call_id"),
         ([_OK, {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{"}], 1, "arguments"),
         ([_OK, {"type": "function_call_output", "output": "x"}], 1, "call_id"),
@@ -278,3 +287,91 @@ def test_parse_errors(items: list[Any], index: int, field: str) -> None:
     with pytest.raises(InvalidMessageError) as info:
         from_responses(items)
     assert (info.value.index, info.value.field) == (index, field)
+
+
+_HOSTED = [
+    {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "q"}},
+    {"type": "mcp_list_tools", "id": "mcpl_1", "server_label": "s", "tools": []},
+    {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+    {"id": "msg_old"},  # an item_reference, its type left out
+]
+_APP_CALLS = [
+    (
+        {
+            "type": "computer_call",
+            "id": "cu_1",
+            "call_id": "c1",
+            "action": {"type": "screenshot"},
+            "status": "completed",
+            "pending_safety_checks": [],
+        },
+        {"type": "computer_call_output", "call_id": "c1", "output": {"type": "computer_screenshot", "file_id": "f"}},
+    ),
+    (
+        {"type": "custom_tool_call", "id": "ctc_1", "call_id": "c2", "name": "sql", "input": "SELECT 1"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": "1"},
+    ),
+    (
+        {"type": "mcp_approval_request", "id": "mcpr_1", "name": "f", "arguments": "{}", "server_label": "s"},
+        {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True},
+    ),
+    (
+        {
+            "type": "local_shell_call",
+            "id": "ls_1",
+            "call_id": "c3",
+            "status": "completed",
+            "action": {"type": "exec", "command": ["ls"], "env": {}},
+        },
+        {"type": "local_shell_call_output", "id": "c3", "output": "a.txt"},
+    ),
+]
+
+
+_APP_CALLS += [
+    (
+        {"type": "shell_call", "call_id": "c4", "action": {"commands": ["ls"]}},
+        {"type": "shell_call_output", "call_id": "c4", "output": []},
+    ),
+    (
+        {
+            "type": "apply_patch_call",
+            "call_id": "c5",
+            "status": "completed",
+            "operation": {"type": "delete_file", "path": "a"},
+        },
+        {"type": "apply_patch_call_output", "call_id": "c5", "status": "completed"},
+    ),
+]
+
+
+@settings(max_examples=examples(100))
+@given(st.lists(st.sampled_from(_HOSTED), max_size=3), st.sampled_from(_APP_CALLS))
+def test_hosted_items_and_calls_the_app_answers_round_trip(hosted: list[dict[str, Any]], pair: Any) -> None:
+    """The provider's own items join their run in place; a call the app answers is a ToolCall, its output a
+    tool Message answering it; the items come back as they went in."""
+    call, output = pair
+    items = [{"role": "user", "content": "hi"}, *hosted, call, output]
+    messages = from_responses(items)
+    assert [m.role for m in messages] == ["user", "assistant", "tool"]
+    assert messages[2].tool_call_id == messages[1].tool_calls[0].id
+    assert to_responses(messages) == items
+
+
+@pytest.mark.parametrize("pair", _APP_CALLS[2:], ids=lambda pair: pair[0]["type"])
+def test_a_repaired_call_the_app_answers_is_sent_its_own_output(pair: Any) -> None:
+    """``repair()`` answers an open call with placeholder text: it goes out as the output that call takes."""
+    from convmem import Memory
+
+    call, _ = pair
+    memory = Memory("gpt-5.1", format="responses", max_tokens=10_000)
+    memory.add({"role": "user", "content": "hi"})
+    memory.add(call)
+    (placeholder,) = memory.repair()
+    items = memory.context().messages
+    strict.responses_items(items)
+    answer = items[-1]
+    assert answer["type"] == {"mcp_approval_request": "mcp_approval_response"}.get(
+        call["type"], call["type"] + "_output"
+    )
+    assert placeholder.text in json.dumps(answer)

@@ -192,7 +192,7 @@ async def test_the_filter_refuses_input_this_session_has_not_stored() -> None:
 async def test_a_bad_item_stores_nothing() -> None:
     session = ConvmemSession(_memory())
     with pytest.raises(InvalidMessageError):
-        await session.add_items([{"role": "user", "content": "ok"}, {"type": "web_search_call", "id": "w"}])
+        await session.add_items([{"role": "user", "content": "ok"}, {"type": "video_call", "id": "w"}])
     assert await session.memory.messages() == []
 
 

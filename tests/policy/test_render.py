@@ -77,7 +77,7 @@ def test_a_truncated_context_sends_the_cut_messages() -> None:
     draft = first_draft(assembly)
     cut_pin, cut_newest = Message(role="system", content="p"), Message(role="user", content="cut")
     truncated = draft._replace(truncated=Truncated([cut_pin], [cut_newest], [], (Truncation(2, 3, 3),)))
-    messages, _ = render(assembly, truncated, span(built, truncated))
+    messages, *_ = render(assembly, truncated, span(built, truncated))
     assert messages == [
         {"role": "system", "content": "p"},
         {"role": "user", "content": "first"},
@@ -89,7 +89,7 @@ def test_anthropic_marks_end_the_messages_they_name() -> None:
     built = window(user(1, "a"), assistant(1, "b"), user(1, "c"), pinned=["pin"])
     assembly = request(built, format="anthropic")
     draft = first_draft(assembly)
-    messages, system = render(assembly, draft, span(built, draft), marks=(2,))
+    messages, system, *_ = render(assembly, draft, span(built, draft), marks=(2,))
     assert system == "pin"
     marked = {"type": "text", "text": "b", "cache_control": {"type": "ephemeral"}}
     assert messages[1] == {"role": "assistant", "content": [marked]}
@@ -138,7 +138,7 @@ def test_the_window_cache_renders_what_rendering_every_message_does(
     if over:
         draft = cut(cached, draft, draft.total - over)  # the oldest units may be left out, the blocks move
     sent = span(built, draft)
-    fast, system = render(cached, draft, sent)
+    fast, system, *_ = render(cached, draft, sent)
     assert system is None
     assert fast == to_openai_messages(ordered(cached, draft, sent))
     assert fast == render(cached._replace(render_openai=None), draft, sent)[0]

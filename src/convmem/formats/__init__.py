@@ -29,7 +29,7 @@ from ._detect import FORMATS, Format, detect_format
 from ._parse import as_message, parse_items, parse_message, parse_messages
 from ._render import render
 from ._replies import parse_reply
-from ._sent import sent_extras
+from ._sent import sent_estimate, sent_extras
 from .anthropic import AnthropicRequest
 
 __all__ = [
@@ -43,5 +43,6 @@ __all__ = [
     "parse_messages",
     "parse_reply",
     "render",
+    "sent_estimate",
     "sent_extras",
 ]

@@ -33,7 +33,7 @@ from typing import Any, NoReturn, TypeVar
 
 from ..errors import InvalidMessageError
 from ..limits import check_json
-from ..messages import AudioPart, FilePart, ImagePart, Message
+from ..messages import AudioPart, FilePart, ImagePart, Message, ToolCall
 
 ABSENT = "$absent"
 LAYOUT = "$layout"
@@ -221,7 +221,7 @@ def nested(ns: Mapping[str, Any], key: str, fmt: str, field: str) -> Mapping[str
 
 
 def apply_layout(
-    layout: object, slots: Mapping[str, list[dict[str, Any]]], kept: Collection[str], field: str
+    layout: object, slots: Mapping[str, list[dict[str, Any]]], kept: Collection[str | None], field: str
 ) -> list[dict[str, Any]]:
     """Arrange rendered objects as an ``extra[fmt]["$layout"]`` says.
 
@@ -314,6 +314,26 @@ def no_path(path: str | None, fmt: str, field: str) -> None:
 def check_name(message: Message, fmt: str, drop_names: bool) -> None:
     if message.name is not None and not drop_names:
         fail(f"{fmt} has no name field; pass drop_names=True to leave names out", "name")
+
+
+def custom_input(call: ToolCall) -> str | None:
+    """The free-text input of a custom tool call (Chat ``"type": "custom"``, Responses ``custom_tool_call``), else None.
+
+    Both OpenAI formats spell the same call, so each renders the other's (its arguments are the input as a
+    JSON string); the other formats have no custom tools.
+    """
+    extra = call.extra
+    if not extra:
+        return None
+    chat, responses = extra.get("openai"), extra.get("responses")
+    if (isinstance(chat, Mapping) and chat.get("type") == "custom") or (
+        isinstance(responses, Mapping) and responses.get("type") == "custom_tool_call"
+    ):
+        value = json.loads(call.arguments)
+        if isinstance(value, str):
+            return value
+        fail("a custom tool call's arguments must encode its input text as a JSON string", "arguments")
+    return None
 
 
 def arguments_object(arguments: str, field: str) -> dict[str, Any]:

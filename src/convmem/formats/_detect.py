@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from ..errors import InvalidMessageError
 from ..messages import PINNED_ROLES
+from ._native import ANTHROPIC_KEPT
 
 __all__ = ["ALL", "FORMATS", "RESPONSES_ONLY", "Format", "candidates", "detect_format", "first"]
 
@@ -34,9 +35,7 @@ _PART_FORMATS: dict[str, frozenset[str]] = {
     "input_audio": _NOT_ANTHROPIC,
     "refusal": _NOT_ANTHROPIC,
     **dict.fromkeys(("input_text", "output_text", "input_image", "input_file"), frozenset({"responses"})),
-    **dict.fromkeys(
-        ("image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"), frozenset({"anthropic"})
-    ),
+    **dict.fromkeys(("image", "document", "tool_use", "tool_result", *ANTHROPIC_KEPT), frozenset({"anthropic"})),
 }
 
 
@@ -50,9 +49,11 @@ def candidates(item: Mapping[str, Any], *, pinned_any: bool = False) -> frozense
     kind = item.get("type")
     if kind is not None and kind != "message":
         return frozenset({"responses"})
+    if kind is None and "role" not in item and "id" in item and item.keys() <= {"id", "type"}:
+        return frozenset({"responses"})  # an item_reference, whose type is optional
     found = ALL if kind is None else frozenset({"anthropic", "responses"})
     role = item.get("role")
-    if role == "tool":
+    if role in ("tool", "function"):
         found &= _OPENAI
     elif role in PINNED_ROLES and not pinned_any:
         found &= _NOT_ANTHROPIC

@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import ConfigurationError, InvalidMessageError
 from ..messages import PINNED_ROLES, Message
 from ._detect import ALL, FORMATS, RESPONSES_ONLY, Format, candidates, first
-from ._sdk import is_sdk_object, sdk_dict
+from ._sdk import plain
 from .anthropic import from_anthropic
 from .openai import from_openai, from_openai_messages
 from .responses import from_responses
@@ -35,7 +35,7 @@ def as_message(value: Message | Mapping[str, Any], *, index: int | None = None) 
     if isinstance(value, Message):
         return value
     try:
-        return parse_message(sdk_dict(value) if is_sdk_object(value) else value)
+        return parse_message(plain(value))
     except InvalidMessageError as exc:
         raise exc.at(index) if index is not None else exc from None
 
@@ -92,7 +92,7 @@ def parse_items(items: Sequence[Message | Mapping[str, Any] | Any]) -> list[Mess
             out.append(item)
             i += 1
             continue
-        d = sdk_dict(item) if is_sdk_object(item) else item
+        d = plain(item)
         try:
             found = candidates(d)
         except InvalidMessageError as exc:
@@ -101,15 +101,15 @@ def parse_items(items: Sequence[Message | Mapping[str, Any] | Any]) -> list[Mess
             group = [d]
             while i + len(group) < n and _responses_item(items[i + len(group)]):
                 nxt = items[i + len(group)]
-                group.append(sdk_dict(nxt) if is_sdk_object(nxt) else nxt)
+                group.append(plain(nxt))
             try:
                 out += from_responses(group)
             except InvalidMessageError as exc:
                 raise exc.at(i + (exc.index or 0)) from None
             i += len(group)
             continue
-        if first(found) == "anthropic" and d.get("role") == "user":
-            try:
+        if first(found) == "anthropic" and d.get("role") in ("user", "assistant"):
+            try:  # several tool results expand to a Message each; a compaction stands alone
                 out += from_anthropic([d])
             except InvalidMessageError as exc:
                 raise exc.at(i) from None
@@ -122,7 +122,7 @@ def parse_items(items: Sequence[Message | Mapping[str, Any] | Any]) -> list[Mess
 def _responses_item(item: object) -> bool:
     if isinstance(item, Message):
         return False
-    d: Any = sdk_dict(item) if is_sdk_object(item) else item
+    d: Any = plain(item)
     try:
         return candidates(d) == RESPONSES_ONLY
     except InvalidMessageError:
@@ -140,7 +140,7 @@ def parse_messages(items: Iterable[Mapping[str, Any]], format: Format | None = N
             is the item's position.
         ConfigurationError: ``format`` is not one of :data:`FORMATS`.
     """
-    items = [sdk_dict(item) if is_sdk_object(item) else item for item in items]
+    items = [plain(item) for item in items]
     if format is None:
         found = ALL
         for i, item in enumerate(items):

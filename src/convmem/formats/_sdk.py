@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import InvalidMessageError
 
-__all__ = ["is_sdk_object", "sdk_dict"]
+__all__ = ["is_sdk_object", "plain", "sdk_dict"]
 
 _ANTHROPIC_RESPONSE_ONLY = ("id", "model", "stop_reason", "stop_sequence", "usage", "container", "type")
 
@@ -34,7 +34,7 @@ def sdk_dict(value: Any) -> dict[str, Any]:
         InvalidMessageError: ``model_dump`` failed or did not return an object.
     """
     try:
-        dumped = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+        dumped = value.model_dump(mode="json", by_alias=True, exclude_none=True, warnings=False)
     except Exception as exc:
         raise InvalidMessageError(
             f"{type(value).__name__}.model_dump(exclude_none=True) failed: {type(exc).__name__}", field="message"
@@ -51,3 +51,23 @@ def sdk_dict(value: Any) -> dict[str, Any]:
         if isinstance(audio, Mapping) and "id" in audio:
             dumped["audio"] = {"id": audio["id"]}
     return dumped
+
+
+def plain(item: Any) -> Any:
+    """``item`` as a plain dict: an SDK object dumped, and a dict whose content list holds SDK objects (an
+    Anthropic ``{"role": "assistant", "content": response.content}``) with them dumped; anything else as it is."""
+    if is_sdk_object(item):
+        return sdk_dict(item)
+    content = item.get("content") if isinstance(item, Mapping) else None
+    if isinstance(content, list) and any(is_sdk_object(block) for block in content):
+        return {**item, "content": [_block(block) for block in content]}
+    return item
+
+
+def _block(block: Any) -> Any:
+    if not is_sdk_object(block):
+        return block
+    try:
+        return block.model_dump(mode="json", by_alias=True, exclude_none=True, warnings=False)
+    except Exception as exc:
+        raise InvalidMessageError(f"model_dump() failed: {type(exc).__name__}", field="content") from None

@@ -110,7 +110,8 @@ class MemoryBase(Generic[StoreT]):
                 counter, else a calibrated one).
             strategy: what leaves the window when it is full: ``"token_budget"`` (the oldest units,
                 down to a low watermark), ``"sliding_window"``, ``"summary_buffer"`` and ``"compaction"``
-                (both fold what leaves into a running summary), or a ``Strategy`` object.
+                (both fold what leaves into a running summary), ``"provider"`` (the provider compacts: its
+                compaction becomes the summary), or a ``Strategy`` object.
             strategy_options: keyword options of a named strategy, e.g. ``{"max_messages": 20}`` for
                 ``sliding_window`` or ``{"max_tokens": 4000, "keep_recent_tokens": 1500}``.
             summarizer: writes the running summary of ``summary_buffer`` and ``compaction``

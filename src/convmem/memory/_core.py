@@ -11,6 +11,7 @@ into effects, and the contexts. A turn, as the flows run it::
     prepare (parse, check, count once) -> push at the next seqs -> plan -> evict -> the state that follows
       -> [store.append of the messages and that state]           (staged: _staging undoes it if refused)
       -> fold_request -> [summarizer] -> fold_done / fold_failed -> state_to_save -> [store.save_state]
+    a provider's compaction in the batch (_compaction.compact): archive up to it, it becomes the summary
     context(inputs, format, block texts, tools) -> assemble within budget - reserve - tools -> Context
 
 It never touches a store, a model or a sink (``tests/test_layout.py`` checks its imports).
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 from ..errors import InvalidMessageError
@@ -29,7 +31,7 @@ from ..formats.openai import to_openai
 from ..formats.tool_definitions import ToolDefinition
 from ..limits import Limits, check_limits
 from ..longterm.blocks.base import Block, CallableBlock, Turn
-from ..messages import Message, StoredMessage
+from ..messages import Message
 from ..policy.assembly import (
     Assembly,
     BlockText,
@@ -48,15 +50,14 @@ from ..policy.truncate import truncate_text
 from ..policy.units import Entry, Unit, Window
 from ..session import LoadedSession, SessionState, SummaryRecord
 from ..tokens import Calibration
-from ..usage import Stats, fresh_counts
+from ..usage import USAGE_KEYS, Stats, fresh_counts
 from ._intake import MessageLike, new_id, parse_all, rendered_alone, resolve_counter
+from ._resume import resume
 from .options import CONFIG_KEY, Options, budget, build_strategy, cache_controls
 
-__all__ = ["USAGE_KEYS", "FoldRequest", "MemoryCore", "Stats"]
+__all__ = ["FoldRequest", "MemoryCore", "Stats"]
 
 MAX_WARNINGS = 20
-USAGE_KEYS: tuple[str, ...] = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens")
-USAGE_KEYS += ("cache_write_1h_tokens", "cost_usd", "cache_savings_usd")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,10 @@ class MemoryCore:
         self.limits = options.limits or Limits()
         self.model = options.model
         self.info, self.counter = resolve_counter(options.model, options.counter)
+        # Chat-compatible vendor fields (reasoning_content, a thought signature) go to their own provider only.
+        self.vendor = self.info.provider if self.info is not None else None
+        self.rendered_alone = partial(rendered_alone, vendor=self.vendor)
+        self.render_openai = partial(to_openai, vendor=self.vendor)
         self.budget, self.reserve = budget(options, self.info)
         self.strategy: Strategy = build_strategy(options)
         self.on_overflow: Overflow = options.on_overflow
@@ -138,7 +143,7 @@ class MemoryCore:
         entries = []
         for seq, (message, tokens) in zip(seqs, prepared, strict=True):
             entry = Entry(seq, message, tokens)
-            entry.rendered = rendered_alone(message)
+            entry.rendered = self.rendered_alone(message)
             push(entry)
             entries.append(entry)
         self.counts["messages"] += len(prepared)
@@ -191,7 +196,7 @@ class MemoryCore:
     def fold_request(self, units: list[Unit]) -> FoldRequest:
         pending = self.unfolded + units
         messages = [m for unit in pending for m in unit.messages]
-        previous = self.summary.text if self.summary is not None else None
+        previous = (self.summary.text or None) if self.summary is not None else None  # an opaque compaction: none
         return FoldRequest(previous, messages, pending, self.summary_max_tokens)
 
     def fold_done(self, request: FoldRequest, text: object) -> bool:
@@ -308,14 +313,15 @@ class MemoryCore:
             on_overflow=self.on_overflow,
             evicted=self.evicted(),
             # A tool result with images renders as two Chat messages: no per-message cache then.
-            render_openai=to_openai if not self.window.unrendered else None,
+            render_openai=self.render_openai if not self.window.unrendered else None,
             tools=self.request_tools(self.tools if tools is None else tools, format),
             cache=self.cache,
+            vendor=self.vendor,
         )
         return assemble(request, self.previous if track else None)
 
     def _carry(self, layout: Layout) -> None:
-        seq = carry_blocks(self.window, layout, self.counter.count_message, rendered_alone)
+        seq = carry_blocks(self.window, layout, self.counter.count_message, self.rendered_alone)
         if seq is not None:  # the layouts kept for measuring reuse now see those blocks as part of the window
             for name, kept in self.previous.items():
                 if kept.carrier == seq:
@@ -356,39 +362,13 @@ class MemoryCore:
 
     # -- resume ------------------------------------------------------------------------------
     def restore(self, loaded: LoadedSession) -> None:
-        """Rebuild the window, summary and stats from what the store read."""
-        self.window = Window()
-        self.state = loaded.state
-        self.window_start = loaded.state.window_start
-        self.counts = fresh_counts() | dict(loaded.state.stats)
-        self.counts["warnings"] = list(self.counts["warnings"])
+        """Rebuild the window, summary and stats from what the store read (:func:`._resume.resume`)."""
+        resumed = resume(loaded, self.rendered_alone)
+        self.window, self.state, self.counts = resumed.window, resumed.state, resumed.counts
+        self.window_start = resumed.state.window_start
         self.saved_usage = {key: self.counts[key] for key in USAGE_KEYS}
-        for stored in sorted([*loaded.pinned, *loaded.window], key=lambda s: s.seq):
-            entry = Entry(stored.seq, stored.message, stored.tokens)
-            entry.rendered = rendered_alone(stored.message)
-            self.window.push(entry)
-        record = loaded.state.summary
-        self.summary = None
-        if record is not None:
-            message = summary_message(record.text, record.first_seq, record.last_seq)
-            self.summary = SummaryText(record.text, record.first_seq, record.last_seq, record.tokens, message)
-        self.unfolded = _as_units(loaded.unfolded)
+        self.summary, self.unfolded, self.next_seq = resumed.summary, resumed.unfolded, resumed.next_seq
         self._counted_version = None  # stored counts may come from another calibration: recount before use
-        # The stats are saved with the state, which is written on evictions only; the store knows the rest.
-        seqs = [s.seq for s in (*loaded.pinned[-1:], *loaded.window[-1:])]
-        last = max([*seqs, loaded.state.window_start - 1, self.counts["last_seq"] or -1])
-        self.counts["last_seq"] = last if last >= 0 else None
-        self.counts["messages"] = loaded.info.message_count
-        self.next_seq = loaded.next_seq if loaded.next_seq is not None else last + 1
-
-
-def _as_units(stored: Sequence[StoredMessage]) -> list[Unit]:
-    window = Window()
-    for s in stored:
-        if s.message.role == "tool" and window.last is None:
-            continue  # the read began inside a unit; its head is older than the retry queue
-        window.push(Entry(s.seq, s.message, s.tokens))
-    return list(window.units)
 
 
 def _persistable(counts: Mapping[str, Any]) -> dict[str, Any]:

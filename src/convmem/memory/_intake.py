@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import InvalidMessageError
 from ..formats import parse_items
+from ..formats._carry import changes
 from ..formats.openai import moved_images, to_openai
 from ..limits import check_text
 from ..messages import Message
@@ -78,9 +79,15 @@ def _fast(item: MessageLike, index: int, now: datetime) -> Message | None:
     return None
 
 
-def rendered_alone(message: Message) -> dict[str, Any] | None:
-    """The message's own Chat dict, cached for assembly; None when it renders as two (a tool result's images)."""
-    return None if moved_images(message) else to_openai(message)
+def rendered_alone(message: Message, vendor: str | None = None) -> dict[str, Any] | None:
+    """The message's own Chat dict, cached for assembly; None when it does not render as one alone: a tool
+    result's images (two messages), or what Chat cannot carry as it is (another format's own items)."""
+    if moved_images(message) or changes(message, "openai"):
+        return None
+    try:
+        return to_openai(message, vendor=vendor)
+    except InvalidMessageError:
+        return None  # not for Chat: a Chat context renders it in full (and says why it cannot)
 
 
 def resolve_counter(model: str | None, counter: TokenCounter | str | None) -> tuple[ModelInfo | None, TokenCounter]:

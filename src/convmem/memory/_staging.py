@@ -8,7 +8,7 @@ expectations (:mod:`convmem.stores.base`). If it refuses, or fails, the core
 is rewound to its :class:`Mark`; if it accepts, the staging is committed. So
 the live memory and a memory reopened from the store never differ::
 
-    mark -> push -> evict (plan rounds, no summary yet) -> state
+    mark -> push -> adopt a provider's compaction -> evict (plan rounds, no summary yet) -> state
          -> store.append(batch, expected seq and version, state)
             ok:      commit (archived units queue for the fold)
             refused: rewind to the mark (and catch up if the view was stale)
@@ -29,7 +29,9 @@ from ..messages import Message
 from ..policy.assembly import SummaryText
 from ..policy.units import Entry, Unit
 from ..session import LoadedSession, SessionState
-from ._core import USAGE_KEYS, MemoryCore
+from ..usage import USAGE_KEYS
+from ._compaction import compact, compaction_in
+from ._core import MemoryCore
 from ._usage import CALIBRATION_KEY
 from .options import CONFIG_KEY
 
@@ -133,6 +135,7 @@ class Staged:
     expected_version: int
     before: tuple[int, Any]  # the message count and last seq before the push
     mark: Mark | None
+    compacted: int = 0  # the first units of ``evicted``: covered by a provider's compaction, never folded
 
 
 def unstage(core: MemoryCore, staged: Staged) -> None:
@@ -161,6 +164,11 @@ def stage(core: MemoryCore, prepared: Sequence[tuple[Message, int]], *, recheck:
     evicted: list[Unit] = []
     fold = False
     at: Mark | None = None
+    compaction = compaction_in(entries)
+    if compaction is not None:  # the provider summarized what came before: it becomes the summary
+        at = mark(core)
+        evicted += compact(core, compaction)
+    compacted = len(evicted)
     for _ in range(MAX_ROUNDS):
         plan = core.plan()
         if not plan.evict:
@@ -172,16 +180,16 @@ def stage(core: MemoryCore, prepared: Sequence[tuple[Message, int]], *, recheck:
     # with the session), on an eviction, and when usage counted since the last save is still unsaved.
     write = bool(evicted) or start == 0 or unsaved(core)
     state = core.state_to_save() if write else None
-    return Staged(seqs, entries, evicted, fold, state, start, core.state.version, before, at)
+    return Staged(seqs, entries, evicted, fold, state, start, core.state.version, before, at, compacted)
 
 
 def commit(core: MemoryCore, staged: Staged) -> None:
     """The store accepted the staged batch (and state)."""
     if staged.state is not None:
         saved(core, replace(staged.state, version=staged.expected_version + 1))
-    if staged.evicted and core.strategy.summarizer is not None:
+    if staged.evicted[staged.compacted :] and core.strategy.summarizer is not None:
         # Archived but not yet folded, exactly as a reopened memory reads them (the unfolded tail).
-        core.unfolded = core.unfolded + staged.evicted
+        core.unfolded = core.unfolded + staged.evicted[staged.compacted :]
 
 
 def unsaved(core: MemoryCore) -> bool:

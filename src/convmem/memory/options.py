@@ -79,7 +79,8 @@ class Options:
             most a quarter of its window, when ``max_tokens`` is not given; otherwise 0).
         counter: a :class:`~convmem.tokens.TokenCounter`, ``"calibrated"`` (any model, learns from the
             provider's usage) or ``"approximate"`` (default: the model's exact counter, else calibrated).
-        strategy: ``"token_budget"``, ``"sliding_window"``, ``"summary_buffer"``, ``"compaction"``, or a
+        strategy: ``"token_budget"``, ``"sliding_window"``, ``"summary_buffer"``, ``"compaction"``, ``"provider"``
+            (the provider compacts; its compaction becomes the summary), or a
             :class:`~convmem.policy.strategies.Strategy` object.
         strategy_options: keyword options of a named strategy (e.g. ``{"max_messages": 20}``).
         summarizer: folds evicted messages into the running summary; only for ``summary_buffer`` and

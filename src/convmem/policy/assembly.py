@@ -51,10 +51,13 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..errors import ConfigurationError
 from ..formats import FORMATS
+from ..formats._carry import Note
 from .blockfit import BlockText, block_tokens
-from .context import Account, Context
+from .context import Account, Context, LeftOut
 from .cut import cut, cut_irreducible
 from .draft import Assembly, Draft, Overflow, SummaryText, first_draft, summary_message
 from .placement import default_block_template
@@ -102,18 +105,31 @@ def assemble(request: Assembly, previous: dict[str, Layout] | None = None) -> Co
         previous[request.format] = layout
     marks = stable.indexes if request.cache.marks(request.format) else ()
     rendered = render_request(request, draft, sent, marks)
+    left_out, warnings = draft.left_out + tools.left_out + not_carried(rendered.notes), draft.warnings
+    if rendered.estimated:
+        # Opaque provider content (encrypted search results, a compaction ...) is counted by an estimate.
+        account = account._replace(exact=False)
+        warnings += (f"{rendered.estimated} tokens of opaque provider content are estimated (never under)",)
     return Context(
         request.format,
         rendered.messages,
         rendered.system,
         account,
-        draft.left_out + tools.left_out,
+        left_out,
         draft.truncations,
         sent.range,
-        draft.warnings,
+        warnings,
         rendered.tools,
         rendered.params,
     )
+
+
+def not_carried(notes: Sequence[Note]) -> tuple[LeftOut, ...]:
+    """One ``not_carried`` entry per kind of thing the format left out, with how many messages held one."""
+    by_what: dict[str, set[int]] = {}
+    for note in notes:
+        by_what.setdefault(note.what, set()).add(note.at)
+    return tuple(LeftOut("not_carried", len(held), 0, None, None, what) for what, held in by_what.items())
 
 
 def measure(

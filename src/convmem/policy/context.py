@@ -28,6 +28,7 @@ LeftOutReason: TypeAlias = Literal[
     "block_truncated",  # part of a block was cut to fit
     "block_dropped",  # a whole block was cut to fit
     "tool_unsupported",  # a provider's own tool this format cannot carry (an Anthropic server tool in Chat...)
+    "not_carried",  # the format cannot carry it (another provider's own item); stored, sent in its own format
 ]
 
 

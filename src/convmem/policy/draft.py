@@ -66,6 +66,8 @@ class Assembly(NamedTuple):
             window's cached dicts (None when some window message renders as two).
         tools: this turn's tool definitions, rendered for the format and counted: spent first.
         cache: the cache controls (where convmem marks the stable parts, their lifetime, OpenAI's key).
+        vendor: the provider of the model the request goes to, if known: Chat-compatible vendor fields
+            (``reasoning_content``, ``extra_content``) go to their own provider only.
     """
 
     window: Window
@@ -82,6 +84,7 @@ class Assembly(NamedTuple):
     render_openai: Callable[[Message], dict[str, Any]] | None = None
     tools: RequestTools = NO_TOOLS
     cache: CacheControls = CacheControls()
+    vendor: str | None = None
 
     def overhead(self) -> int:
         """Tokens the request costs beyond its messages: the reply priming, and in Anthropic's format the

@@ -18,6 +18,8 @@ from itertools import islice
 from typing import Any, NamedTuple
 
 from ..errors import ConfigurationError
+from ..formats import sent_estimate
+from ..formats._carry import Note, carry
 from ..messages import Message
 from .draft import Assembly, Draft
 from .placement import Placed, with_prefix
@@ -26,16 +28,27 @@ from .units import Window
 
 __all__ = ["RenderedRequest", "Span", "ordered", "render", "render_request", "span"]
 
-Rendered = tuple[list[dict[str, Any]], str | list[dict[str, Any]] | None]
+
+class Rendered(NamedTuple):
+    """A request as rendered: its messages, its Anthropic ``system``, what the format could not carry
+    (:class:`convmem.formats._carry.Note`) and the tokens of opaque content its account estimates."""
+
+    messages: list[dict[str, Any]]
+    system: str | list[dict[str, Any]] | None
+    notes: list[Note]
+    estimated: int
 
 
 class RenderedRequest(NamedTuple):
-    """A request as sent: its messages, its Anthropic ``system``, its tools and its other keyword arguments."""
+    """A request as sent: its messages, its Anthropic ``system``, its tools and its other keyword arguments,
+    what the format could not carry and the tokens of opaque content its account estimates (as :class:`Rendered`)."""
 
     messages: list[dict[str, Any]]
     system: str | list[dict[str, Any]] | None
     tools: Sequence[Mapping[str, Any]]
     params: dict[str, Any] | None
+    notes: list[Note]
+    estimated: int
 
 
 class Span(NamedTuple):
@@ -96,8 +109,9 @@ def render(request: Assembly, draft: Draft, sent: Span, marks: Sequence[int] = (
         ConfigurationError: the format is not one of :data:`convmem.formats.FORMATS`.
     """
     if request.format == "openai" and request.render_openai is not None and draft.truncated is None:
-        return _from_cache(request, draft, sent, request.render_openai), None
-    return _render(request.format, ordered(request, draft, sent), marks)
+        notes: list[Note] = []
+        return Rendered(_from_cache(request, draft, sent, request.render_openai, notes), None, notes, 0)
+    return _render(request.format, ordered(request, draft, sent), marks, request.vendor)
 
 
 def render_request(request: Assembly, draft: Draft, sent: Span, marks: Sequence[int] = ()) -> RenderedRequest:
@@ -116,9 +130,13 @@ def render_request(request: Assembly, draft: Draft, sent: Span, marks: Sequence[
     if format == "anthropic":
         from ..formats.anthropic import _marks as _anthropic_marks
 
+        notes: list[Note] = []
+        kept: list[int] = []
+        carried = carry(ordered(request, draft, sent), format, notes, kept)
+        position = {index: at for at, index in enumerate(kept)}  # a message left out whole: marks move on
         marked = _anthropic_marks.render(
-            ordered(request, draft, sent),
-            marks,
+            carried,
+            [position[i] for i in marks if i in position],
             drop_names=True,  # a name is counted, never refused; system blocks keep their cache_control
             tools=tools,
             mark_tools=bool(cache.breakpoints),
@@ -126,18 +144,24 @@ def render_request(request: Assembly, draft: Draft, sent: Span, marks: Sequence[
             automatic=cache.breakpoints == "automatic",
         )
         top = {"cache_control": marked.cache_control} if marked.cache_control is not None else None
-        return RenderedRequest(list(marked.request.messages), marked.request.system, marked.tools, top)
+        request_ = marked.request
+        return RenderedRequest(list(request_.messages), request_.system, marked.tools, top, notes, _estimated(carried))
     if not marks:
-        return RenderedRequest(render(request, draft, sent)[0], None, tools, params)
+        plain = render(request, draft, sent)
+        return RenderedRequest(plain.messages, None, tools, params, plain.notes, plain.estimated)
     from ..formats import _breakpoints
 
     if format == "openai" and request.render_openai is not None and draft.truncated is None:
-        messages, ends = _from_cache(request, draft, sent, request.render_openai), list(marks)  # one dict each
+        notes = []
+        messages = _from_cache(request, draft, sent, request.render_openai, notes)
+        ends, estimated = list(marks), 0  # one dict each
     else:
         listed = ordered(request, draft, sent)
-        messages = _render(format, listed)[0]
+        rendered = _render(format, listed, vendor=request.vendor)
+        messages, notes, estimated = rendered.messages, rendered.notes, rendered.estimated
         ends = [_item_end(format, listed, index, len(messages)) for index in marks]
-    return RenderedRequest(_breakpoints.place(messages, ends, cache.openai_limit(), format), None, tools, params)
+    placed = _breakpoints.place(messages, ends, cache.openai_limit(), format)
+    return RenderedRequest(placed, None, tools, params, notes, estimated)
 
 
 def _item_end(format: str, messages: list[Message], index: int, total: int) -> int:
@@ -159,12 +183,20 @@ def _system_parts(draft: Draft) -> list[Message]:
 
 
 def _from_cache(
-    request: Assembly, draft: Draft, sent: Span, render_openai: Callable[[Message], dict[str, Any]]
+    request: Assembly,
+    draft: Draft,
+    sent: Span,
+    render_openai: Callable[[Message], dict[str, Any]],
+    notes: list[Note],
 ) -> list[dict[str, Any]]:
-    """An OpenAI context from the window's cached Chat dicts: only what changes is rendered."""
+    """An OpenAI context from the window's cached Chat dicts: only what changes is rendered.
+
+    The window holds nothing Chat cannot carry (such a message has no cached dict, and then this path is
+    not taken); the summary (a provider's compaction) and the inputs may, and are carried.
+    """
     window, placed = request.window, draft.placed
     messages = [_cached(e, render_openai) for e in window.pinned] if window.pinned else []
-    messages += [render_openai(m) for m in _system_parts(draft)]
+    messages += [render_openai(m) for m in carry(_system_parts(draft), "openai", notes)]
     offset = len(messages)
     if sent.size == sent.end == len(window.rendered):  # the whole window: extending from the deque skips islice
         messages += window.rendered  # type: ignore[arg-type]
@@ -174,7 +206,8 @@ def _from_cache(
     if carrier is not None and carrier.seq is not None and placed.carried is not None:
         messages[offset + sent.size - sent.tail.entries_after_carrier - 1] = render_openai(placed.carried)
     if request.inputs:
-        messages += [render_openai(m) for m in _with_carrier([m for m, _ in request.inputs], placed)]
+        inputs = carry(_with_carrier([m for m, _ in request.inputs], placed), "openai", notes)
+        messages += [render_openai(m) for m in inputs]
     if placed.trailing is not None:
         messages.append(render_openai(placed.trailing))
     return messages
@@ -203,17 +236,29 @@ def _flat_offset(units: Any, index: int) -> int:
     return sum(len(u.entries) for u in islice(units, 0, index))
 
 
-def _render(format: str, messages: list[Message], marks: Sequence[int] = ()) -> Rendered:
+def _render(format: str, messages: list[Message], marks: Sequence[int] = (), vendor: str | None = None) -> Rendered:
+    """Render for ``format`` what it can carry; the indexes of ``marks`` follow the messages carried."""
     from ..formats import openai, responses
 
+    if format not in ("openai", "anthropic", "responses"):
+        raise ConfigurationError(f"unknown format {format!r}; expected openai, anthropic or responses")
+    notes: list[Note] = []
+    kept: list[int] = []
+    carried = carry(messages, format, notes, kept)
+    estimated = _estimated(carried)
     if format == "openai":
-        return openai.to_openai_messages(messages), None  # a tool result's images move to a user message
+        # a tool result's images move to a user message
+        return Rendered(openai.to_openai_messages(carried, vendor=vendor), None, notes, estimated)
     if format == "anthropic":
         from ..formats.anthropic import _marks as _anthropic_marks
 
         # A name is counted, never refused; system blocks keep their cache_control.
-        request = _anthropic_marks.render(messages, marks, drop_names=True).request
-        return list(request.messages), request.system
-    if format == "responses":
-        return responses.to_responses(messages, drop_names=True), None
-    raise ConfigurationError(f"unknown format {format!r}; expected openai, anthropic or responses")
+        position = {index: at for at, index in enumerate(kept)}  # a message left out whole: marks move on
+        request = _anthropic_marks.render(carried, [position[i] for i in marks if i in position], drop_names=True)
+        return Rendered(list(request.request.messages), request.request.system, notes, estimated)
+    return Rendered(responses.to_responses(carried, drop_names=True), None, notes, estimated)
+
+
+def _estimated(carried: Sequence[Message]) -> int:
+    """The tokens of opaque provider content (encrypted, compacted) in what is sent: estimated, never counted."""
+    return sum(sent_estimate(m) for m in carried if m.extra or m.tool_calls)

@@ -3,7 +3,8 @@
 A strategy never does I/O and never calls a model. It answers one question:
 *how many of the oldest units leave the window, and are they folded into the
 running summary or only archived?* The memory facade carries the plan out
-(and calls the summarizer, if the plan folds).
+(and calls the summarizer, if the plan folds). With ``provider`` the provider
+compacts: the memory adopts the compaction it returns as the summary.
 
 Every strategy also honours ``limit``, the hard token ceiling the memory
 derives from its budget, so invariant 3 holds whatever the strategy's own
@@ -32,6 +33,7 @@ __all__ = [
     "AsyncSummarizer",
     "Compaction",
     "Plan",
+    "ProviderCompaction",
     "SlidingWindow",
     "Strategy",
     "Summarizer",
@@ -141,6 +143,22 @@ class TokenBudget:
         return Plan(count, False, f"token_budget: {window.tokens} > {ceiling} tokens") if count else KEEP
 
 
+class ProviderCompaction(TokenBudget):
+    """The provider compacts; convmem keeps the archive, the budget and the account.
+
+    For Anthropic's server compaction and the Responses API's ``context_management`` (or
+    ``responses.compact``): the provider returns a compaction block or item when its own threshold is
+    reached, and the memory adopts it as the running summary (archiving what it stands for, see
+    ``MemoryCore.compact``). Until then this strategy evicts only what would not fit the budget, one
+    unit at a time, so the provider sees, and compacts, all it can.
+    """
+
+    name = "provider"
+
+    def __init__(self, max_tokens: int | None = None) -> None:
+        super().__init__(max_tokens, low_watermark=1.0)
+
+
 class SlidingWindow:
     """Keep at most ``max_messages`` messages (whole units; the newest unit always stays)."""
 
@@ -242,11 +260,12 @@ STRATEGIES: dict[str, type[Any]] = {
     "sliding_window": SlidingWindow,
     "summary_buffer": SummaryBuffer,
     "compaction": Compaction,
+    "provider": ProviderCompaction,
 }
 
 
 def make_strategy(name: str, **options: Any) -> Strategy:
-    """Build a strategy by name: token_budget, sliding_window, summary_buffer or compaction."""
+    """Build a strategy by name: token_budget, sliding_window, summary_buffer, compaction or provider."""
     try:
         cls = STRATEGIES[name]
     except KeyError:

@@ -235,6 +235,8 @@ def encode_state(state: SessionState, *, with_version: bool = False) -> dict[str
             "tokens": summary.tokens,
             "created_at": encode_datetime(summary.created_at),
         }
+        if summary.message is not None:  # a provider's compaction, re-sent as it is
+            out["summary"]["message"] = encode_message(summary.message)
     out["stats"] = dict(state.stats)
     if with_version:
         out["version"] = state.version
@@ -254,6 +256,7 @@ def decode_state(value: Any, *, version: int | None = None) -> SessionState:
             _typed(summary["last_seq"]),
             _typed(summary["tokens"]),
             decode_datetime(summary["created_at"]),
+            decode_message(summary["message"]) if summary.get("message") is not None else None,
         )
     stats = value.get("stats", {})
     if not isinstance(stats, dict):

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeAlias, TypeVar
 
-from ..formats import sent_extras
+from ..formats import sent_estimate, sent_extras
 from ..messages import ROLES, AudioPart, FilePart, ImagePart, Message, Part, TextPart
 
 __all__ = [
@@ -130,7 +130,7 @@ class BaseCounter:
                 total += self._parallel_overhead
         if message.extra or (message.role == "tool" and isinstance(content, tuple)):
             texts, added = sent_extras(message)  # every field sent is counted: refusal, thinking, ...
-            total += sum(map(count, texts)) + added * self._role_costs["user"]
+            total += sum(map(count, texts)) + added * self._role_costs["user"] + sent_estimate(message)
         return total
 
     def _count_part(self, part: Part) -> int:

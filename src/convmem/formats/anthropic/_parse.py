@@ -34,9 +34,10 @@ from .._common import (
 )
 from .._common import parts as content_parts
 from .._ids import from_anthropic_id
-from ._rules import FMT, OPAQUE_BLOCKS, SOURCE_KEYS, is_continuation
+from .._native import ANTHROPIC_KEPT, check_kept
+from ._rules import FMT, SOURCE_KEYS, is_continuation, is_separator
 
-__all__ = ["from_anthropic"]
+__all__ = ["from_anthropic", "is_kept"]
 
 
 def from_anthropic(
@@ -64,6 +65,8 @@ def from_anthropic(
         parts = each("system", listing(list(system) if isinstance(system, tuple) else system, "system"), _text_block)
         out.append(Message(role="system", content=tuple(parts)))
     for i in range(1 if is_continuation(messages) else 0, len(messages)):
+        if is_separator(messages, i):
+            continue
         try:
             out += _message_from(mapping(messages[i], "message"))
         except InvalidMessageError as exc:
@@ -88,28 +91,65 @@ def _message_from(d: Mapping[str, Any]) -> list[Message]:
         return [Message(role=role, content=content, extra=wrap(FMT, ns))]  # type: ignore[arg-type]
     blocks = content_parts(content, "content")
     if role == "assistant":
-        return [_assistant_from(blocks, ns)]
+        return _assistant_from(blocks, ns)
     results: list[Message] = []
     parts: list[Part] = []
+    layout: list[Any] = []
     for i, raw in enumerate(blocks):
         try:
             b = mapping(raw, "")
             if b.get("type") == "tool_result":
-                if parts:
+                if layout:
                     fail("tool_result blocks must come before any other block of a user message", "type")
                 results.append(_tool_message(b))
             else:
-                parts.append(_part_from(b))
+                layout.append(_part_or_kept(b, parts))
         except InvalidMessageError as exc:
             raise relocate(exc, f"content[{i}]") from None
     if results and ns:
         fail("a user message holding tool_result blocks cannot keep unknown keys", next(iter(ns)))
-    if not results or parts:
+    if layout != ["p"] * len(parts):
+        ns[LAYOUT] = layout
+    if not results or layout:
         results.append(Message(role="user", content=tuple(parts), extra=wrap(FMT, ns)))
     return results
 
 
-def _assistant_from(blocks: list[Any], ns: dict[str, Any]) -> Message:
+def is_kept(b: Mapping[str, Any]) -> bool:
+    """A block kept verbatim (:data:`~convmem.formats._native.ANTHROPIC_KEPT`): a document only when its
+    source is text or content blocks, which no FilePart holds."""
+    kind = b.get("type")
+    if kind == "document":
+        source = b.get("source")
+        return isinstance(source, Mapping) and source.get("type") in ("text", "content")
+    return kind in ANTHROPIC_KEPT
+
+
+def _part_or_kept(b: Mapping[str, Any], parts: list[Part]) -> Any:
+    """Append ``b`` to ``parts`` (its layout entry is ``"p"``), or return it kept verbatim."""
+    if is_kept(b):
+        check_kept(b)
+        return copy_json(b)
+    parts.append(_part_from(b))
+    return "p"
+
+
+def _assistant_from(blocks: list[Any], ns: dict[str, Any]) -> list[Message]:
+    """An assistant message; a compaction block stands alone, between what precedes and what follows it.
+
+    The API ignores every block before a compaction block, and the memory archives what the compaction
+    stands for, so the compaction is a Message of its own (merged back on the way out: the same request).
+    """
+    at = next((i for i, b in enumerate(blocks) if isinstance(b, Mapping) and b.get("type") == "compaction"), None)
+    if at is None:
+        return [_assistant(blocks, ns, 0)]
+    out = [_assistant(blocks[:at], {}, 0)] if at else []
+    rest = blocks[at + 1 :]
+    out.append(_assistant(blocks[at : at + 1], {} if rest else ns, at))
+    return out + ([_assistant(rest, ns, at + 1)] if rest else [])
+
+
+def _assistant(blocks: list[Any], ns: dict[str, Any], offset: int) -> Message:
     parts: list[Part] = []
     calls: list[ToolCall] = []
     layout: list[Any] = []
@@ -120,13 +160,14 @@ def _assistant_from(blocks: list[Any], ns: dict[str, Any]) -> Message:
             if kind == "tool_use":
                 calls.append(_call_from(b))
                 layout.append("t")
-            elif kind in OPAQUE_BLOCKS:
+            elif is_kept(b):
+                check_kept(b)
                 layout.append(copy_json(b))
             else:
                 parts.append(_part_from(b))
                 layout.append("p")
         except InvalidMessageError as exc:
-            raise relocate(exc, f"content[{i}]") from None
+            raise relocate(exc, f"content[{offset + i}]") from None
     if layout != ["p"] * len(parts) + ["t"] * len(calls):
         ns[LAYOUT] = layout
     content = tuple(parts) if parts or not calls else None
@@ -151,7 +192,11 @@ def _tool_message(b: Mapping[str, Any]) -> Message:
     if isinstance(raw, str):
         content = raw
     else:
-        content = tuple(each("content", content_parts(raw, "content"), _part_from))
+        parts: list[Part] = []
+        layout = each("content", content_parts(raw, "content"), lambda c: _part_or_kept(mapping(c, ""), parts))
+        if layout != ["p"] * len(parts):
+            ns[LAYOUT] = layout
+        content = tuple(parts)
     call_id = from_anthropic_id(required_str(b, "tool_use_id", "tool_use_id"))
     return Message(role="tool", content=content, tool_call_id=call_id, extra=wrap(FMT, ns))
 

@@ -19,15 +19,18 @@ from typing import Any
 
 from ...errors import InvalidMessageError
 from ...messages import PINNED_ROLES, AudioPart, FilePart, ImagePart, Message, Part, TextPart, ToolCall
+from .._carry import Note, carry
 from .._common import LAYOUT, apply_layout, arguments_object, check_name, each, emit, fail, namespace, no_path
-from .._ids import to_anthropic_id
+from .._ids import RULES, SentIds
 from ._rules import (
     CACHE_KEYS,
     DOCUMENT_KEYS,
     FMT,
-    OPAQUE_BLOCKS,
-    OPAQUE_KEYS,
+    IMAGE_KEYS,
+    KEPT_BLOCKS,
+    KEPT_KEYS,
     TOOL_RESULT_KEYS,
+    TOOL_USE_KEYS,
     append_alternating,
     is_empty_text,
     role_of,
@@ -58,12 +61,16 @@ class AnthropicRequest:
         return {"system": self.system, "messages": self.messages}
 
 
-def to_anthropic(messages: Sequence[Message], *, drop_names: bool = False) -> AnthropicRequest:
+def to_anthropic(
+    messages: Sequence[Message], *, drop_names: bool = False, notes: list[Note] | None = None
+) -> AnthropicRequest:
     """Render Messages as an Anthropic request (the rules: :mod:`convmem.formats.anthropic`).
 
     Args:
         messages: the conversation, tool results directly after their calls.
         drop_names: leave ``name`` out instead of raising (Anthropic has no name field).
+        notes: what Anthropic cannot carry (another format's kept objects and calls, custom tool calls) is
+            replaced by its text or left out (:func:`convmem.formats._carry.carry`); its notes go here.
 
     Raises:
         InvalidMessageError: a message holds something Anthropic cannot express;
@@ -71,7 +78,8 @@ def to_anthropic(messages: Sequence[Message], *, drop_names: bool = False) -> An
     """
     system: list[Message] = []
     out: list[dict[str, Any]] = []
-    for i, m in enumerate(messages):
+    ids = SentIds(RULES[FMT])  # unique in the request, in the API's pattern
+    for i, m in enumerate(carry(messages, FMT, notes)):
         try:
             check_name(m, "Anthropic", drop_names)
             if m.role in PINNED_ROLES:
@@ -79,23 +87,23 @@ def to_anthropic(messages: Sequence[Message], *, drop_names: bool = False) -> An
                     fail("a system prompt has no object to carry it in Anthropic", f"extra.{FMT}")
                 system.append(m)
                 continue
-            _append(out, m)
+            _append(out, m, ids)
         except InvalidMessageError as exc:
             raise exc.at(i) from None
     without_merged_empty_text(out)
     return AnthropicRequest(_system(system), starting_with_user(out))
 
 
-def _append(out: list[dict[str, Any]], m: Message) -> None:
+def _append(out: list[dict[str, Any]], m: Message, ids: SentIds) -> None:
     """Render ``m`` onto the end of ``out``, merged into the last message of its role."""
     if m.role == "tool":
-        append_alternating(out, "user", [_tool_result(m)], tool_result=True)
+        append_alternating(out, "user", [_tool_result(m, ids)], tool_result=True)
         return
     ns = namespace(m.extra, FMT, "")
     if isinstance(m.content, str) and not m.tool_calls and LAYOUT not in ns:
         append_alternating(out, role_of(m.role), m.content)
     else:
-        append_alternating(out, role_of(m.role), _blocks(m, ns))
+        append_alternating(out, role_of(m.role), _blocks(m, ns, ids))
 
 
 def _system(messages: list[Message]) -> str | list[dict[str, Any]] | None:
@@ -112,41 +120,43 @@ def _system(messages: list[Message]) -> str | list[dict[str, Any]] | None:
     return blocks or None
 
 
-def _blocks(m: Message, ns: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _blocks(m: Message, ns: Mapping[str, Any], ids: SentIds) -> list[dict[str, Any]]:
     if isinstance(m.content, str):
         parts = [{"type": "text", "text": m.content}]
     else:
         parts = each("content", m.content or (), _part)
-    calls = each("tool_calls", m.tool_calls, _tool_use)
+    calls = each("tool_calls", m.tool_calls, lambda call: _tool_use(call, ids))
+    return without_empty_text(_laid_out(ns, parts, calls))  # e.g. "content": "" next to tool calls
+
+
+def _laid_out(ns: Mapping[str, Any], parts: list[dict[str, Any]], calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The blocks in the order of the namespace's ``$layout`` (kept blocks verbatim, a reply's thinking trimmed)."""
     layout = ns.get(LAYOUT)
     if layout is None:
-        blocks = parts + calls
-    else:
-        blocks = apply_layout(layout, {"p": parts, "t": calls}, OPAQUE_BLOCKS, f"extra.{FMT}.{LAYOUT}")
-        blocks = [
-            {k: v for k, v in b.items() if k in OPAQUE_KEYS[b["type"]]} if b["type"] in OPAQUE_KEYS else b
-            for b in blocks
-        ]
-    return without_empty_text(blocks)  # e.g. "content": "" next to tool calls
+        return parts + calls
+    blocks = apply_layout(layout, {"p": parts, "t": calls}, KEPT_BLOCKS, f"extra.{FMT}.{LAYOUT}")
+    return [{k: v for k, v in b.items() if k in KEPT_KEYS[b["type"]]} if b["type"] in KEPT_KEYS else b for b in blocks]
 
 
-def _tool_result(m: Message) -> dict[str, Any]:
-    content: Any = m.content if isinstance(m.content, str) else each("content", m.content or (), _part)
-    if isinstance(content, list):
-        content = [b for b in content if not is_empty_text(b)]
-    block = {"type": "tool_result", "tool_use_id": to_anthropic_id(m.tool_call_id or ""), "content": content}
-    emit(block, namespace(m.extra, FMT, ""), FMT, "", allowed=TOOL_RESULT_KEYS)
+def _tool_result(m: Message, ids: SentIds) -> dict[str, Any]:
+    ns = namespace(m.extra, FMT, "")
+    content: Any = m.content
+    if not isinstance(content, str):
+        parts = each("content", content or (), _part)
+        content = [b for b in _laid_out(ns, parts, []) if not is_empty_text(b)]
+    block = {"type": "tool_result", "tool_use_id": ids.result(m.tool_call_id or ""), "content": content}
+    emit(block, ns, FMT, "", allowed=TOOL_RESULT_KEYS)
     return block
 
 
-def _tool_use(call: ToolCall) -> dict[str, Any]:
+def _tool_use(call: ToolCall, ids: SentIds) -> dict[str, Any]:
     block = {
         "type": "tool_use",
-        "id": to_anthropic_id(call.id),
+        "id": ids.call(call.id),
         "name": call.name,
         "input": arguments_object(call.arguments, "arguments"),
     }
-    emit(block, namespace(call.extra, FMT, ""), FMT, "", allowed=CACHE_KEYS)
+    emit(block, namespace(call.extra, FMT, ""), FMT, "", allowed=TOOL_USE_KEYS)
     return block
 
 
@@ -167,7 +177,7 @@ def _part(part: Part) -> dict[str, Any]:
         fail("Anthropic does not accept audio input", "type")
     else:
         return _document(part, ns)
-    emit(block, ns, FMT, "", handled=("source",), allowed=CACHE_KEYS)
+    emit(block, ns, FMT, "", handled=("source",), allowed=IMAGE_KEYS if block["type"] == "image" else CACHE_KEYS)
     return block
 
 

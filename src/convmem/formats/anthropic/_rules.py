@@ -1,12 +1,14 @@
 """The Messages API's rules that both directions keep: roles, alternation, the placeholder, what a block carries.
 
 What comes in: message dicts and content blocks, as the parser reads them or the renderer builds them.
-What happens: the API's constraints are stated once, as data (:data:`OPAQUE_BLOCKS`,
-:data:`OPAQUE_KEYS`, :data:`SOURCE_KEYS` and the keys each block type takes) and as the functions
+What happens: the API's constraints are stated once, as data (:data:`KEPT_BLOCKS`,
+:data:`KEPT_KEYS`, :data:`SOURCE_KEYS` and the keys each block type takes) and as the functions
 that apply them: only user and assistant messages, alternating, starting with a user
 (:func:`append_alternating`, :func:`starting_with_user`, whose :data:`CONTINUATION_PLACEHOLDER`
-:func:`is_continuation` recognizes on the way back); tool results first in their user message,
-right after the call; no empty text block next to others (:func:`without_empty_text`).
+:func:`is_continuation` recognizes on the way back); an assistant turn that opens with thinking keeps
+it first (:func:`opens_with_thinking`: it is not merged after another assistant's blocks); tool
+results first in their user message, right after the call; no empty text block next to others
+(:func:`without_empty_text`).
 What goes out: a request the API accepts, or an InvalidMessageError naming the rule broken.
 """
 
@@ -16,20 +18,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._common import fail
+from .._native import ANTHROPIC_KEPT
 
 __all__ = [
     "CACHE_KEYS",
     "CONTINUATION_PLACEHOLDER",
     "DOCUMENT_KEYS",
     "FMT",
-    "OPAQUE_BLOCKS",
-    "OPAQUE_KEYS",
+    "IMAGE_KEYS",
+    "KEPT_BLOCKS",
+    "KEPT_KEYS",
     "SOURCE_KEYS",
     "TOOL_RESULT_KEYS",
+    "TOOL_USE_KEYS",
     "append_alternating",
     "as_blocks",
     "is_continuation",
     "is_empty_text",
+    "is_separator",
+    "opens_with_thinking",
     "role_of",
     "starting_with_user",
     "without_empty_text",
@@ -40,18 +47,21 @@ FMT = "anthropic"
 CONTINUATION_PLACEHOLDER = "(continued)"
 """Content of the user message put in front of a list that would start with an assistant."""
 
-#: Assistant blocks with no Message field, kept verbatim (with their place among the others).
-OPAQUE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
-#: What a kept block may carry in a request (ThinkingBlockParam, RedactedThinkingBlockParam).
-OPAQUE_KEYS = {
+#: Blocks with no Message field, kept verbatim with their place among the others (a message's or a result's).
+KEPT_BLOCKS = ANTHROPIC_KEPT
+#: What a kept block of these types may carry in a request: a reply's thinking holds no more.
+KEPT_KEYS = {
     "thinking": frozenset({"type", "thinking", "signature"}),
     "redacted_thinking": frozenset({"type", "data"}),
 }
+_THINKING = frozenset(KEPT_KEYS)
 #: The keys of each source type of an image or a document.
 SOURCE_KEYS = {"base64": ("type", "media_type", "data"), "url": ("type", "url"), "file": ("type", "file_id")}
 #: The kept keys each request block type accepts beyond those rendered from the Message.
 CACHE_KEYS = ("cache_control",)
-TOOL_RESULT_KEYS = ("cache_control", "is_error")
+IMAGE_KEYS = ("cache_control", "transformations")
+TOOL_USE_KEYS = ("cache_control", "caller", "toolset_name")
+TOOL_RESULT_KEYS = ("cache_control", "is_error", "toolset_name")
 DOCUMENT_KEYS = ("cache_control", "citations", "context")
 
 
@@ -64,6 +74,11 @@ def as_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
 
+def opens_with_thinking(content: str | list[dict[str, Any]]) -> bool:
+    """True when ``content`` starts with a thinking block: with thinking on, its turn must start with it."""
+    return isinstance(content, list) and bool(content) and content[0].get("type") in _THINKING
+
+
 def append_alternating(
     out: list[dict[str, Any]], role: str, content: str | list[dict[str, Any]], *, tool_result: bool = False
 ) -> None:
@@ -71,8 +86,16 @@ def append_alternating(
 
     A string content becomes a text block when merged. A ``tool_result`` must directly follow the
     assistant message that called it: merged into a user message, only other results may precede it.
+    An assistant turn that opens with thinking is not merged after another assistant's blocks (an
+    application's own note): a :data:`CONTINUATION_PLACEHOLDER` user message separates them, unless those
+    blocks end with a compaction block, which the API itself returns in front of the thinking.
     """
     last = out[-1] if out else None
+    if last is not None and last["role"] == role == "assistant" and opens_with_thinking(content):
+        blocks = as_blocks(last["content"])
+        if not blocks or blocks[-1].get("type") != "compaction":
+            out.append({"role": "user", "content": CONTINUATION_PLACEHOLDER})
+            last = out[-1]
     if last is None or last["role"] != role:
         # A message carries role and content only: id, model, stop_reason, type, usage of a reply stay in extra.
         out.append({"role": role, "content": content})
@@ -114,4 +137,22 @@ def is_continuation(messages: Sequence[Any]) -> bool:
         and messages[0] == {"role": "user", "content": CONTINUATION_PLACEHOLDER}
         and isinstance(messages[1], Mapping)
         and messages[1].get("role") == "assistant"
+    )
+
+
+def is_separator(messages: Sequence[Any], i: int) -> bool:
+    """True when ``messages[i]`` is the placeholder :func:`append_alternating` put between an assistant message
+    and an assistant turn that opens with thinking."""
+    if not 0 < i < len(messages) - 1 or messages[i] != {"role": "user", "content": CONTINUATION_PLACEHOLDER}:
+        return False
+    before, after = messages[i - 1], messages[i + 1]
+    return (
+        isinstance(before, Mapping)
+        and before.get("role") == "assistant"
+        and isinstance(after, Mapping)
+        and after.get("role") == "assistant"
+        and isinstance(after.get("content"), list)
+        and bool(after["content"])
+        and isinstance(after["content"][0], Mapping)
+        and after["content"][0].get("type") in _THINKING
     )
