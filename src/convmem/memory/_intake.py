@@ -3,8 +3,10 @@
 What comes in: what a caller passes (a ``Message``, an OpenAI, Anthropic or Responses
 dict: :data:`MessageLike`; for a context also plain text: :data:`InputLike`) and a
 model name. What happens: a plain ``{"role", "content"}`` dict skips the general
-parser; anything else goes through :func:`convmem.formats.parse_items`; messages
-without an id get one (a per-process random prefix and a counter); the model's
+parser; anything else goes through :func:`convmem.formats.parse_items`; a dict's own
+``id`` key (in any of the three formats) becomes the message's id, its idempotency
+key (:func:`given_id`); messages without an id get one (a per-process random prefix
+and a counter); the model's
 registry entry picks the counter. What goes out: messages the core validates and
 counts once. Kept apart from the core because it is the one place that deals with
 the outside world's shapes rather than convmem's own state.
@@ -25,7 +27,7 @@ from ..limits import check_text
 from ..messages import Message
 from ..tokens import ModelInfo, TokenCounter, counter_for, lookup_model
 
-__all__ = ["InputLike", "MessageLike", "new_id", "parse_all", "rendered_alone", "resolve_counter"]
+__all__ = ["InputLike", "MessageLike", "given_id", "new_id", "parse_all", "rendered_alone", "resolve_counter"]
 
 MessageLike = Message | Mapping[str, Any]
 #: What ``context(input)`` takes: a message, its text (a user message), several messages, or nothing.
@@ -61,7 +63,38 @@ def parse_all(items: Iterable[MessageLike], now: datetime) -> list[Message]:
     fast = [_fast(item, index, now) for index, item in enumerate(batch)]
     if all(m is not None for m in fast):
         return fast  # type: ignore[return-value]
-    return parse_items(batch)
+    given = {id(item) for item in batch if isinstance(item, Message)}  # a Message keeps the id it has
+    out = []
+    for message in parse_items(batch):
+        key = None if message.id is not None or id(message) in given else given_id(message)
+        out.append(message if key is None else message.with_identity(key, message.created_at or now))
+    return out
+
+
+# The OpenAI Agents SDK's stand-in for an item id it has no id for (chat-completions models): it is on
+# every such item, so it names none of them.
+_PLACEHOLDER_IDS = frozenset({"__fake_id__"})
+
+
+def given_id(message: Message) -> str | None:
+    """The ``id`` key of the dict a message was parsed from, which is its idempotency key.
+
+    The formats keep a dict's unmodelled keys in ``extra`` (``id`` among them, so a Responses
+    item id goes back to the API); a message made of several Responses items (reasoning, a
+    message, parallel calls) takes its message item's id, else the first item id it has. Adding a message whose id the session
+    holds with the same content stores nothing, so a retried add never duplicates.
+    """
+    for extra in (message.extra or {}).values():
+        if not isinstance(extra, Mapping):
+            continue
+        key = extra.get("id")
+        if key is None:
+            layout = extra.get("$layout")
+            items = layout if isinstance(layout, list) else ()
+            key = next((item["id"] for item in items if isinstance(item, Mapping) and "id" in item), None)
+        if isinstance(key, str) and key and key not in _PLACEHOLDER_IDS:
+            return key
+    return None
 
 
 def _fast(item: MessageLike, index: int, now: datetime) -> Message | None:
