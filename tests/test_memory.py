@@ -145,6 +145,9 @@ def test_a_dicts_id_in_any_format_is_its_idempotency_key() -> None:
     memory.add_many(IDEMPOTENT_DICTS[3:])
     assert memory.messages() == stored
     assert [m.id for m in stored] == ["k1", "k2", "k3", "k4", "k5"]
+    # A Chat dict has no id field: the key is the message's, as the Message with that id would be stored.
+    assert stored[0] == Message(role="user", content="one", id="k1", created_at=stored[0].created_at)
+    assert memory.add(Message(role="user", content="one", id="k1")) == stored[0]
     with pytest.raises(ConflictError, match="'k1'"):
         memory.add({"role": "user", "content": "not one", "id": "k1"})
     # The Agents SDK's stand-in id names no item: such items get ids of their own.
@@ -156,6 +159,7 @@ def test_a_dicts_id_in_any_format_is_its_idempotency_key() -> None:
     answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "8"}], "id": "msg_8"}
     assert [m.id for m in memory.add_many([reasoning, answer])] == ["msg_8"]
     assert len(memory.messages()) == 8
+
 
 def test_batch_with_a_bad_message_is_all_or_nothing() -> None:
     memory = Memory(max_tokens=1000)
