@@ -76,7 +76,8 @@ def _store(db: str | None, user: str | None = None, *, creates: bool = False) ->
             raise MissingDatabaseError(
                 f"the default database {path} does not exist yet" if default else f"no database at {path}"
             )
-        store = SQLiteStore(db) if db is not None and "://" not in db and db != "memory" else open_store(db)
+        plain = db is not None and "://" not in db and db not in ("memory", "sqlite")
+        store = SQLiteStore(str(path or db)) if plain else open_store(db)  # a path as typed: ~ expanded
         yield store
     except SessionNotFoundError as exc:
         hint = "" if user is not None else "; a session saved with a user id needs -u USER"
