@@ -20,14 +20,22 @@ __all__ = ["mcp"]
 
 
 def mcp(
-    user: Annotated[str, typer.Option("--user", "-u", help="The one user whose memory this server serves.")],
+    user: Annotated[
+        str, typer.Option("--user", "-u", metavar="USER", help="The one user whose memory this server serves.")
+    ],
     db: DbOption = None,
     transport: Annotated[
         Literal["stdio", "streamable-http"],
-        typer.Option("--transport", help="stdio, or streamable-http at /mcp (every request needs an API key)."),
+        typer.Option(
+            "--transport",
+            metavar="NAME",
+            help="stdio, or streamable-http at /mcp (every request needs an API key).",
+        ),
     ] = "stdio",
-    host: Annotated[str, typer.Option("--host", help="Address for streamable-http.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port for streamable-http.")] = 8765,
+    host: Annotated[str, typer.Option("--host", metavar="HOST", help="Address for streamable-http.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", metavar="PORT", min=1, max=65535, help="Port for streamable-http.")
+    ] = 8765,
     keys: KeysOption = None,
 ) -> None:
     """Serve one user's recall, facts, working blocks and sessions as MCP tools and resources."""
