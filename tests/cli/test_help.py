@@ -12,8 +12,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-import click
 import pytest
 import typer.main
 
@@ -27,7 +27,7 @@ def commands() -> list[list[str]]:
     """The path of every command and group of the app, the root included."""
     found: list[list[str]] = []
 
-    def walk(command: click.Command, path: list[str]) -> None:
+    def walk(command: Any, path: list[str]) -> None:  # typer vendors click: its classes are its own
         found.append(path)
         for name, sub in (getattr(command, "commands", None) or {}).items():  # a group's commands
             walk(sub, [*path, name])
