@@ -20,11 +20,16 @@ A message's id is, in this order:
   before it (the same words at another place are another message, and a message's id
   does not depend on how many messages came before the ones the batch starts with).
 
-A batch continues the memory when it holds the memory's newest message (then the messages
-after it are new); a batch that starts with messages the memory holds last is a retry of
-them (its tail after them is new); any other batch is all new, chained from the memory's
-newest message. Two messages with the same content right after each other, without an id
-of their framework, are one message sent twice: that is how a retry looks.
+A whole history continues the memory when it holds the memory's newest message (then the
+messages after it are new); any other history (a run that starts without its history) is
+all new, and so is a batch of what the framework adds: both chain from the memory's newest
+message. A retry after a lost answer
+sends the same messages under the same ids, since the adapter's reading of the memory has
+not moved (the write failed for it), and the store then stores nothing. No batch is ever
+taken for a retry by its content alone: the same words twice (a user who says "ok" again,
+a model that answers the same) are two turns, and nothing said is dropped. So a retry
+that only a restarted adapter sends, of messages without an id of their framework, is
+stored again: the one case where the memory cannot tell.
 """
 
 from __future__ import annotations
@@ -103,13 +108,18 @@ class Planned:
     new: list[Message]
 
 
-def plan(batch: Sequence[Message], given: Sequence[str | None], ledger: Ledger, *, strict: bool = False) -> Planned:
+def plan(
+    batch: Sequence[Message], given: Sequence[str | None], ledger: Ledger, *, history: bool, strict: bool = False
+) -> Planned:
     """Give every message of ``batch`` its durable id and find the ones ``ledger`` does not hold.
 
     Args:
         batch: the messages, in the framework's order.
         given: the framework's own id of each message (None where it has none).
         ledger: what the memory holds.
+        history: the batch is the framework's whole history (a LangGraph state, a Pydantic AI
+            ``message_history``), which may continue the memory; else it is what the framework
+            adds (``add_messages``, ``put``, ``add_items``), which follows the memory's newest message.
         strict: refuse a batch that does not continue the memory (it lacks the memory's newest
             message: a graph that removed or replaced messages, or another thread's history).
 
@@ -117,16 +127,15 @@ def plan(batch: Sequence[Message], given: Sequence[str | None], ledger: Ledger, 
         ConfigurationError: ``strict`` and the batch cannot be followed, or a message the memory
             holds comes after one it does not (the framework inserted a message into its history).
     """
-    ids = _chained(batch, given, ledger, anchor=None)
+    ids = _chained(batch, given, ledger, anchor=None if history else ledger.last)
     chained = [key for key, m in zip(ids, batch, strict=True) if m.role not in SYSTEM_ROLES]
-    if ledger.last is not None and ledger.last not in chained:
-        retried = _retried(batch, given, ledger)
-        if retried is None and strict:
+    if history and ledger.last is not None and ledger.last not in chained:
+        if strict:
             raise ConfigurationError(
                 "the framework's history no longer holds the newest message this memory holds (it removed or "
                 "replaced messages); give each thread its own memory and let the memory, not the graph, trim"
             )
-        ids = retried if retried is not None else _chained(batch, given, ledger, anchor=ledger.last)
+        ids = _chained(batch, given, ledger, anchor=ledger.last)
     keyed = [replace(m, id=key) for m, key in zip(batch, ids, strict=True)]
     new = [m for m in keyed if m.id not in ledger.ids]
     first_new = next((i for i, m in enumerate(keyed) if m.id not in ledger.ids), len(keyed))
@@ -151,34 +160,23 @@ def _chained(batch: Sequence[Message], given: Sequence[str | None], ledger: Ledg
     return ids
 
 
-def _retried(batch: Sequence[Message], given: Sequence[str | None], ledger: Ledger) -> list[str] | None:
-    """The ids of ``batch`` if it starts with the messages the memory holds last (a retry), else None."""
-    chain = [i for i, m in enumerate(batch) if m.role not in SYSTEM_ROLES]
-    for k in range(min(len(chain), len(ledger.order)), 0, -1):
-        anchor = ledger.order[-k - 1] if k < len(ledger.order) else None
-        ids = _chained(batch, given, ledger, anchor=anchor)
-        if [ids[i] for i in chain[:k]] == ledger.order[-k:]:
-            return ids
-    return None
-
-
 def sync(
-    batch: Sequence[Message], given: Sequence[str | None], ledger: Ledger, *, strict: bool = False
+    batch: Sequence[Message], given: Sequence[str | None], ledger: Ledger, *, history: bool, strict: bool = False
 ) -> MemoryFlow[Planned]:
-    """Add the messages of ``batch`` the memory does not hold, in one write; returns the plan.
+    """Add the messages of ``batch`` the memory does not hold, in one write; returns the plan (see :func:`plan`).
 
     The ledger is the adapter's reading of the memory; when another writer stored some of the
     batch meanwhile (the store refuses a batch of held and new ids), it is read again and the
     batch planned once more.
     """
-    planned = plan(batch, given, ledger, strict=strict)
+    planned = plan(batch, given, ledger, history=history, strict=strict)
     if planned.new:
         try:
             yield on("add_many", planned.new)
         except ConflictError:
             fresh = yield from read_ledger()
             ledger.order, ledger.ids, ledger.system = fresh.order, fresh.ids, fresh.system
-            planned = plan(batch, given, ledger, strict=strict)
+            planned = plan(batch, given, ledger, history=history, strict=strict)
             if planned.new:
                 yield on("add_many", planned.new)
         ledger.hold(planned.new)

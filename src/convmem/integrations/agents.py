@@ -95,7 +95,7 @@ class ConvmemSession:
     def _add(self, batch: list[Any]) -> MemoryFlow[None]:
         if self._ledger is None:
             self._ledger = yield from read_ledger()
-        yield from sync(batch, [None] * len(batch), self._ledger)
+        yield from sync(batch, [None] * len(batch), self._ledger, history=False)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest item of the context from the store and return it (None when there is none).

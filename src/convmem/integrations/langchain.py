@@ -98,7 +98,7 @@ class ConvmemChatMessageHistory(BaseChatMessageHistory):
     def _add(self, messages: Sequence[BaseMessage]) -> MemoryFlow[None]:
         if self._ledger is None:
             self._ledger = yield from read_ledger()
-        yield from sync(_converted(messages), [m.id for m in messages], self._ledger)
+        yield from sync(_converted(messages), [m.id for m in messages], self._ledger, history=False)
 
 
 def budgeted_messages_hook(memory: MemoryFor) -> RunnableLambda[dict[str, Any], dict[str, Any]]:
@@ -129,7 +129,7 @@ def budgeted_messages_hook(memory: MemoryFor) -> RunnableLambda[dict[str, Any], 
             ledger = yield from read_ledger()
             ledgers[chosen] = ledger
         messages: list[BaseMessage] = list(state["messages"])
-        yield from sync(_converted(messages, ledger), [m.id for m in messages], ledger, strict=True)
+        yield from sync(_converted(messages, ledger), [m.id for m in messages], ledger, history=True, strict=True)
         return {"llm_input_messages": (yield from _context())}
 
     def hook(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:

@@ -136,13 +136,13 @@ class ConvmemMemory(BaseMemory):
 
     def _put(self, converted: list[Message]) -> MemoryFlow[None]:
         ledger = yield from self._read()
-        yield from sync(converted, [None] * len(converted), ledger)
+        yield from sync(converted, [None] * len(converted), ledger, history=False)
 
     def _set(self, converted: list[Message]) -> MemoryFlow[None]:
         ledger = yield from self._read()
         given: list[str | None] = [None] * len(converted)
-        if ledger.last is None or ledger.last in [m.id for m in plan(converted, given, ledger).messages]:
-            yield from sync(converted, given, ledger)  # it goes on from the memory: only its new messages
+        if ledger.last is None or ledger.last in [m.id for m in plan(converted, given, ledger, history=True).messages]:
+            yield from sync(converted, given, ledger, history=True)  # it goes on from the memory: only its new messages
             return
         # Another history: it replaces the context. Its ids chain from the memory's newest message, its
         # system messages' too, so none of them is taken for a message the memory archived.

@@ -103,7 +103,7 @@ class ConvmemHistory(AbstractCapability[Any]):
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
-        await arun(self.memory, self._absorb([response]))  # it follows the memory's newest message
+        await arun(self.memory, self._absorb([response], history=False))  # it follows the memory's newest message
         return response
 
     async def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
@@ -111,7 +111,7 @@ class ConvmemHistory(AbstractCapability[Any]):
         await arun(self.memory, self._absorb(messages))
         return await arun(self.memory, _context())
 
-    def _absorb(self, messages: Sequence[ModelMessage]) -> MemoryFlow[None]:
+    def _absorb(self, messages: Sequence[ModelMessage], *, history: bool = True) -> MemoryFlow[None]:
         """Store what the memory does not hold, and stamp every message with the ids of its messages."""
         if self._ledger is None:
             self._ledger = yield from read_ledger()
@@ -133,7 +133,7 @@ class ConvmemHistory(AbstractCapability[Any]):
                 given += [None] * len(converted)
             batch += converted
             owners.append((message, len(converted)))
-        planned = yield from sync(batch, given, self._ledger)
+        planned = yield from sync(batch, given, self._ledger, history=history)
         keyed = iter(planned.messages)
         for message, count in owners:
             if count:
