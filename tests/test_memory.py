@@ -126,6 +126,41 @@ def test_adding_a_stored_message_again_is_a_retry_that_stores_nothing() -> None:
     assert [m["content"] for m in memory.context().messages] == ["one", "two", "3"]
 
 
+IDEMPOTENT_DICTS = [
+    {"role": "user", "content": "one", "id": "k1"},  # OpenAI Chat
+    {"role": "user", "content": [{"type": "text", "text": "two"}], "id": "k2"},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}], "id": "k3"},
+    {"type": "function_call_output", "call_id": "t1", "output": "ok", "id": "k4"},  # Responses
+    {"type": "message", "role": "user", "content": "five", "id": "k5"},
+]
+
+
+def test_a_dicts_id_in_any_format_is_its_idempotency_key() -> None:
+    memory = Memory(max_tokens=1000)
+    for item in IDEMPOTENT_DICTS:
+        assert memory.add(item).id == item["id"]
+    stored = memory.messages()
+    for item in IDEMPOTENT_DICTS:  # each retried: nothing more is stored
+        memory.add(item)
+    memory.add_many(IDEMPOTENT_DICTS[3:])
+    assert memory.messages() == stored
+    assert [m.id for m in stored] == ["k1", "k2", "k3", "k4", "k5"]
+    # A Chat dict has no id field: the key is the message's, as the Message with that id would be stored.
+    assert stored[0] == Message(role="user", content="one", id="k1", created_at=stored[0].created_at)
+    assert memory.add(Message(role="user", content="one", id="k1")) == stored[0]
+    with pytest.raises(ConflictError, match="'k1'"):
+        memory.add({"role": "user", "content": "not one", "id": "k1"})
+    # The Agents SDK's stand-in id names no item: such items get ids of their own.
+    fake = memory.add({"type": "message", "role": "assistant", "content": "six", "id": "__fake_id__"})
+    assert fake.id != "__fake_id__"
+    assert memory.add({"type": "message", "role": "user", "content": "seven", "id": "__fake_id__"}).id != fake.id
+    # Several Responses items of one message: the message item's id.
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
+    answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "8"}], "id": "msg_8"}
+    assert [m.id for m in memory.add_many([reasoning, answer])] == ["msg_8"]
+    assert len(memory.messages()) == 8
+
+
 def test_batch_with_a_bad_message_is_all_or_nothing() -> None:
     memory = Memory(max_tokens=1000)
     with pytest.raises(InvalidMessageError) as info:

@@ -73,7 +73,14 @@ __all__ = [
 
 
 class ConvmemError(Exception):
-    """Root of every error convmem raises on purpose."""
+    """Root of every error convmem raises on purpose.
+
+    Attributes:
+        message_ids: the ids of the messages of the call that failed, when ``convmem.Client`` raises it
+            (sending them again with the same ids stores each once); empty otherwise.
+    """
+
+    message_ids: tuple[str, ...] = ()
 
 
 class InvalidMessageError(ConvmemError, ValueError):

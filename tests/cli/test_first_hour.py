@@ -87,6 +87,22 @@ def test_the_table_at_80_columns_from_a_rich_console() -> None:
     assert "…   …" not in text
 
 
+def test_an_id_someone_chose_is_shown_whole_at_80_columns_and_a_made_up_one_as_its_prefix() -> None:
+    store = SQLiteStore(":memory:")
+    for session_id in ("alice-chat-1", "trip-planning", None):
+        memory = Memory("gpt-4o", store=store, session_id=session_id, max_tokens=4_000, max_output_tokens=100)
+        memory.add({"role": "user", "content": "hello"})
+        store.update_session(memory.session_id, title=TITLE)
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(sessions_table(store.list_sessions(), width=80))
+    text = console.export_text()
+    ids = [line.split()[0] for line in text.splitlines() if re.match(r"^ ?(alice|trip|[0-9a-f]{8})", line)]
+    assert sorted(ids[1:]) == ["alice-chat-1", "trip-planning"]  # whole: the names to copy
+    made = ids[0]
+    assert re.fullmatch(r"[0-9a-f]{8}", made)  # a random hex id: its unique prefix, which every command takes
+    assert all(len(line) <= 80 for line in text.splitlines())
+
+
 def test_id_prefixes_are_unique_and_at_least_eight_characters() -> None:
     ids = ["abcdef0123", "abcdef0199", "ffff0000aaaa", "ab"]
     assert unique_prefixes(ids) == ["abcdef012", "abcdef019", "ffff0000", "ab"]

@@ -56,7 +56,7 @@ def invoke(*args: str, input: str | None = None) -> tuple[int, str]:
 def test_list_shows_titles_counts_and_json(db: str) -> None:
     code, out = invoke("list", "--db", db)
     assert code == 0
-    assert re.search(r"weather0 .* 37 .*Weather questions", out)  # ids are shown as unique prefixes
+    assert re.search(r"weather01 .* 37 .*Weather questions", out)  # an id someone chose is shown whole
     code, out = invoke("list", "--db", db, "--json")
     assert [(s["id"], s["messages"]) for s in json.loads(out)] == [("weather01", 37)]
     assert "no sessions" in invoke("list", "--db", db, "--user", "carol")[1]

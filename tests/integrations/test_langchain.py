@@ -140,9 +140,9 @@ def test_one_memory_per_thread() -> None:
 def test_the_hook_refuses_a_history_it_cannot_follow() -> None:
     hook = budgeted_messages_hook(_memory())
     config: Any = {"configurable": {"thread_id": "t"}}
-    hook({"messages": [HumanMessage("one", id="1")]}, config)
+    hook.invoke({"messages": [HumanMessage("one", id="1")]}, config)
     with pytest.raises(ConfigurationError, match="removed or replaced"):
-        hook({"messages": [HumanMessage("other", id="9"), HumanMessage("two", id="2")]}, config)
+        hook.invoke({"messages": [HumanMessage("other", id="9"), HumanMessage("two", id="2")]}, config)
 
 
 # Both RunnableWithMessageHistory and InMemoryChatMessageHistory are deprecated since langchain-core 1.3 / 1.6

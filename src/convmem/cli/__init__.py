@@ -25,6 +25,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
+from ._help import PlainCommand
 from .mcp import mcp
 from .replay import replay
 from .serve import keys_app, serve
@@ -35,7 +36,7 @@ __all__ = ["app", "main"]
 app = typer.Typer(
     name="convmem",
     help="Memory for LLM conversations and agents: exact token budgets, tool-call-safe eviction, summaries.",
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,  # a transcript in a local would flood the screen
@@ -58,10 +59,10 @@ def _root(
     """Memory for LLM conversations and agents: exact token budgets, tool-call-safe eviction, summaries."""
 
 
-app.command(name="replay")(replay)
+app.command(name="replay", cls=PlainCommand)(replay)
 app.add_typer(sessions_app, name="sessions")
-app.command(name="mcp")(mcp)
-app.command(name="serve")(serve)
+app.command(name="mcp", cls=PlainCommand)(mcp)
+app.command(name="serve", cls=PlainCommand)(serve)
 app.add_typer(keys_app, name="keys")
 
 

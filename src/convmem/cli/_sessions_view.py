@@ -16,19 +16,21 @@ from ..messages import AudioPart, FilePart, ImagePart, Message, StoredMessage, T
 from ..policy.context import Context
 from ..session import SessionInfo, SessionState, status_of
 
-__all__ = ["info_panel", "message_table", "sessions_table", "unique_prefixes"]
+__all__ = ["info_panel", "made_up", "message_table", "sessions_table", "unique_prefixes"]
 
 _ROLE_STYLE = {"system": "magenta", "developer": "magenta", "user": "cyan", "assistant": "green", "tool": "yellow"}
 _WIDTH = 160
 
 
 def sessions_table(found: Sequence[SessionInfo], *, width: int = 200) -> Table:
-    """The sessions, readable from 80 columns: ids shortened to unique prefixes, the title takes what is left.
+    """The sessions, readable from 80 columns: made-up ids shortened to unique prefixes, the title takes what is left.
 
-    Every command accepts a unique id prefix, so the shortened id is what the user types next;
-    ``--json`` prints the full ids.
+    An id someone chose (``alice-chat-1``) is shown whole: it is the name to copy. A made-up one
+    (random hex) is shortened, since every command accepts a unique id prefix, so the shortened id
+    is what the user types next; ``--json`` prints the full ids.
     """
-    short = unique_prefixes([info.id for info in found], minimum=8)
+    prefixes = unique_prefixes([info.id for info in found], minimum=8)
+    short = [prefix if made_up(info.id) else info.id for info, prefix in zip(found, prefixes, strict=True)]
     narrow = width < 120
     forks = any(info.parent_id for info in found) and not narrow  # narrow: the fork goes before the title
     models = any(info.model for info in found)
@@ -62,6 +64,11 @@ def _when(moment: datetime, *, narrow: bool) -> str:
     if narrow and moment.year == datetime.now(moment.tzinfo).year:
         return moment.strftime("%b %d %H:%M")
     return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def made_up(session_id: str) -> bool:
+    """Whether an id was made up by convmem or a store (16 or more hex digits), not chosen by someone."""
+    return len(session_id) >= 16 and all(c in "0123456789abcdef" for c in session_id)
 
 
 def unique_prefixes(ids: Sequence[str], *, minimum: int = 8) -> list[str]:

@@ -84,6 +84,7 @@ def replay(
     transcript: Annotated[
         Path,
         typer.Argument(
+            metavar="TRANSCRIPT",
             exists=True,
             dir_okay=False,
             readable=True,
@@ -91,26 +92,39 @@ def replay(
             help="JSONL file: one OpenAI, Anthropic or Responses message per line.",
         ),
     ],
-    model: Annotated[str, typer.Option(help="Model whose tokenizer and context window apply.")] = "gpt-4o",
-    strategy: Annotated[StrategyName, typer.Option(help="Eviction strategy.")] = StrategyName.token_budget,
+    model: Annotated[
+        str, typer.Option(metavar="MODEL", help="Model whose tokenizer and context window apply.")
+    ] = "gpt-4o",
+    strategy: Annotated[
+        StrategyName,
+        typer.Option(
+            metavar="NAME", help="Eviction strategy: token_budget, sliding_window, summary_buffer or compaction."
+        ),
+    ] = StrategyName.token_budget,
     max_tokens: Annotated[
-        int | None, typer.Option(min=1, help="Total budget (input + reserved output). Default: the model's window.")
+        int | None,
+        typer.Option(metavar="N", min=1, help="Total budget (input + reserved output). Default: the model's window."),
     ] = None,
     max_output_tokens: Annotated[
         int | None,
         typer.Option(
-            min=0, help="Tokens reserved for the reply. Default: the model's maximum, or 0 with --max-tokens."
+            metavar="N",
+            min=0,
+            help="Tokens reserved for the reply. Default: the model's maximum, or 0 with --max-tokens.",
         ),
     ] = None,
     max_messages: Annotated[
         int | None,
-        typer.Option(min=1, help="sliding_window only: messages kept.", show_default=str(DEFAULT_MAX_MESSAGES)),
+        typer.Option(metavar="N", min=1, help=f"sliding_window only: messages kept (default: {DEFAULT_MAX_MESSAGES})."),
     ] = None,
     keep_recent_tokens: Annotated[
-        int | None, typer.Option(min=1, help="summary_buffer only: window tokens kept after each fold.")
+        int | None, typer.Option(metavar="N", min=1, help="summary_buffer only: window tokens kept after each fold.")
     ] = None,
     format: Annotated[
-        FormatName | None, typer.Option("--format", help="Transcript format.", show_default="auto-detected")
+        FormatName | None,
+        typer.Option(
+            "--format", metavar="FORMAT", help="Transcript format: openai, anthropic or responses (default: detected)."
+        ),
     ] = None,
     approximate: Annotated[
         bool, typer.Option("--approximate", help="Count with the fixed approximate counter (cl100k_base x1.15).")
@@ -122,7 +136,7 @@ def replay(
         ),
     ] = False,
     every: Annotated[
-        int | None, typer.Option(min=1, help="Show a table row every N turns.", show_default="about 40 rows")
+        int | None, typer.Option(metavar="N", min=1, help="Show a table row every N turns (default: about 40 rows).")
     ] = None,
     as_json_output: Annotated[
         bool, typer.Option("--json", help="Print every turn and the summary as one JSON object instead.")
@@ -130,6 +144,7 @@ def replay(
     store: Annotated[
         str,
         typer.Option(
+            metavar="URL",
             help="Where the session is kept: memory, sqlite (the default database), sqlite:///path.db, "
             "files:///dir, postgresql://..., redis://...",
         ),

@@ -21,13 +21,21 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import ConvmemError
+from ._help import PlainCommand
 
 __all__ = ["keys_app", "serve"]
 
-keys_app = typer.Typer(name="keys", help="Create, list and revoke the service's API keys.", no_args_is_help=True)
+keys_app = typer.Typer(
+    name="keys", help="Create, list and revoke the service's API keys.", no_args_is_help=True, rich_markup_mode=None
+)
 KeysOption = Annotated[
     str | None,
-    typer.Option("--keys", help="Key registry: a SQLite path or postgresql://...#schema; default $CONVMEM_KEYS."),
+    typer.Option(
+        "--keys",
+        metavar="KEYS",
+        help="Key registry: a SQLite path or postgresql://...#schema; default: $CONVMEM_KEYS, else keys.db in "
+        "the user data dir.",
+    ),
 ]
 
 
@@ -38,22 +46,40 @@ def _fail(exc: Exception) -> typer.Exit:
 
 def serve(
     store: Annotated[
-        str | None, typer.Option("--store", help="sqlite (default), a .db path, postgresql://..., redis://...")
+        str | None,
+        typer.Option("--store", metavar="URL", help="sqlite (default), a .db path, postgresql://..., redis://..."),
     ] = None,
-    pg_schema: Annotated[str | None, typer.Option("--pg-schema", help="PostgreSQL schema of the store.")] = None,
-    redis_prefix: Annotated[str | None, typer.Option("--redis-prefix", help="Redis key prefix of the store.")] = None,
+    pg_schema: Annotated[
+        str | None, typer.Option("--pg-schema", metavar="SCHEMA", help="PostgreSQL schema of the store.")
+    ] = None,
+    redis_prefix: Annotated[
+        str | None, typer.Option("--redis-prefix", metavar="PREFIX", help="Redis key prefix of the store.")
+    ] = None,
     keys: KeysOption = None,
-    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port")] = 8000,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Processes (a server store for more than 1).")] = 1,
-    embedder: Annotated[str, typer.Option("--embedder", help="none (lexical recall) or hashing (hybrid).")] = "none",
-    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1024)] = 4 * 1024 * 1024,
-    request_timeout: Annotated[float, typer.Option("--request-timeout", min=0.1)] = 30.0,
+    host: Annotated[str, typer.Option("--host", metavar="HOST", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", metavar="PORT", help="Port to listen on.")] = 8000,
+    workers: Annotated[
+        int, typer.Option("--workers", metavar="N", min=1, help="Processes (a server store for more than 1).")
+    ] = 1,
+    embedder: Annotated[
+        str, typer.Option("--embedder", metavar="NAME", help="none (lexical recall) or hashing (hybrid).")
+    ] = "none",
+    max_body_bytes: Annotated[
+        int, typer.Option("--max-body-bytes", metavar="BYTES", min=1024, help="The largest request body.")
+    ] = 4 * 1024 * 1024,
+    request_timeout: Annotated[
+        float, typer.Option("--request-timeout", metavar="SECONDS", min=0.1, help="A longer request gets 503.")
+    ] = 30.0,
     ui: Annotated[bool, typer.Option("--ui/--no-ui", help="Serve the inspector at /ui.")] = True,
-    log_level: Annotated[str, typer.Option("--log-level")] = "info",
-    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log")] = True,
+    log_level: Annotated[
+        str,
+        typer.Option("--log-level", metavar="LEVEL", help="uvicorn's: critical, error, warning, info, debug, trace."),
+    ] = "info",
+    access_log: Annotated[
+        bool, typer.Option("--access-log/--no-access-log", help="Log each request (never a header).")
+    ] = True,
 ) -> None:
-    """Run the HTTP service (FastAPI + uvicorn); every request needs a key from ``convmem keys create``."""
+    """Run the HTTP service (FastAPI + uvicorn); every request needs a key made by: convmem keys create."""
     from ..server import require_server_extra
     from ..server.settings import Settings
 
@@ -90,10 +116,12 @@ def serve(
     )
 
 
-@keys_app.command("create")
+@keys_app.command("create", cls=PlainCommand)
 def create_key(
-    tenant: Annotated[str, typer.Option("--tenant", "-t", help="The tenant (created if new).")],
-    label: Annotated[str | None, typer.Option("--label", help="A note to recognise the key by.")] = None,
+    tenant: Annotated[str, typer.Option("--tenant", "-t", metavar="TENANT", help="The tenant (created if new).")],
+    label: Annotated[
+        str | None, typer.Option("--label", metavar="TEXT", help="A note to recognise the key by.")
+    ] = None,
     keys: KeysOption = None,
 ) -> None:
     """Make a key for TENANT and print it once: only its hash is stored, so keep it now."""
@@ -109,9 +137,11 @@ def create_key(
     typer.echo(key.secret)
 
 
-@keys_app.command("list")
+@keys_app.command("list", cls=PlainCommand)
 def list_keys(
-    tenant: Annotated[str | None, typer.Option("--tenant", "-t")] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", "-t", metavar="TENANT", help="Only this tenant's keys.")
+    ] = None,
     keys: KeysOption = None,
 ) -> None:
     """Key ids, tenants and dates (never a key)."""
@@ -128,9 +158,9 @@ def list_keys(
         typer.echo(f"{info.key_id}  {info.tenant}  {info.created_at}  {state}  {info.label or ''}".rstrip())
 
 
-@keys_app.command("revoke")
+@keys_app.command("revoke", cls=PlainCommand)
 def revoke_key(
-    key_id: Annotated[str, typer.Argument(help="The key id (the 8 hex digits after cmk_).")],
+    key_id: Annotated[str, typer.Argument(metavar="KEY_ID", help="The key id (the 8 hex digits after cmk_).")],
     keys: KeysOption = None,
 ) -> None:
     """Revoke a key (other workers stop accepting it within 5 s)."""

@@ -37,6 +37,7 @@ from ..memory import Memory
 from ..messages import StoredMessage
 from ..stores import SessionStore, SQLiteStore, open_store
 from ..stores.sqlite._db import default_path
+from ._help import PlainCommand
 from ._hints import local_path, store_flags
 from ._sessions_view import info_panel, message_table, sessions_table
 
@@ -46,19 +47,20 @@ sessions_app = typer.Typer(
     name="sessions",
     help="List, show, export, import, delete and fork stored sessions.",
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
 )
 
 DbOption = Annotated[
     str | None,
     typer.Option(
         "--db",
+        metavar="DB",
         help="SQLite file or store URL (sqlite:///f.db, files:///dir, postgresql://..., redis://...); "
         "default: $CONVMEM_DB or the user data dir.",
     ),
 ]
-UserOption = Annotated[str | None, typer.Option("--user", "-u", help="User namespace of the sessions.")]
-SessionArg = Annotated[str, typer.Argument(help="Session id or a unique prefix of it.")]
+UserOption = Annotated[str | None, typer.Option("--user", "-u", metavar="USER", help="User namespace of the sessions.")]
+SessionArg = Annotated[str, typer.Argument(metavar="SESSION", help="Session id or a unique prefix of it.")]
 
 
 @contextmanager
@@ -76,7 +78,8 @@ def _store(db: str | None, user: str | None = None, *, creates: bool = False) ->
             raise MissingDatabaseError(
                 f"the default database {path} does not exist yet" if default else f"no database at {path}"
             )
-        store = SQLiteStore(db) if db is not None and "://" not in db and db != "memory" else open_store(db)
+        plain = db is not None and "://" not in db and db not in ("memory", "sqlite")
+        store = SQLiteStore(str(path or db)) if plain else open_store(db)  # a path as typed: ~ expanded
         yield store
     except SessionNotFoundError as exc:
         hint = "" if user is not None else "; a session saved with a user id needs -u USER"
@@ -94,11 +97,11 @@ def _store(db: str | None, user: str | None = None, *, creates: bool = False) ->
             store.close()
 
 
-@sessions_app.command("list")
+@sessions_app.command("list", cls=PlainCommand)
 def list_sessions(
     db: DbOption = None,
     user: UserOption = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show at most this many.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1, help="Show at most this many.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """The most recently updated sessions first, with message counts and tokens."""
@@ -135,14 +138,20 @@ def list_sessions(
     )
 
 
-@sessions_app.command("show")
+@sessions_app.command("show", cls=PlainCommand)
 def show(
     session: SessionArg,
     db: DbOption = None,
     user: UserOption = None,
-    last: Annotated[int, typer.Option("--last", help="Show only the newest N messages (0: all).", min=0)] = 50,
-    model: Annotated[str | None, typer.Option("--model", help="Model whose budget builds the context.")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Context budget, for unknown models.")] = None,
+    last: Annotated[
+        int, typer.Option("--last", metavar="N", help="Show only the newest N messages (0: all).", min=0)
+    ] = 50,
+    model: Annotated[
+        str | None, typer.Option("--model", metavar="MODEL", help="Model whose budget builds the context.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", metavar="N", help="Context budget, for unknown models.")
+    ] = None,
 ) -> None:
     """The conversation with roles and tool calls; the messages in the current context are marked."""
     with _store(db, user) as store:
@@ -171,12 +180,14 @@ def _open_memory(
         return Memory.open(session_id, store=store, user_id=user, model=None, **options)
 
 
-@sessions_app.command("export")
+@sessions_app.command("export", cls=PlainCommand)
 def export(
     session: SessionArg,
     db: DbOption = None,
     user: UserOption = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout.")
+    ] = None,
 ) -> None:
     """Write the session as versioned JSONL (lossless: importing it gives back the same bytes)."""
     with _store(db, user) as store:
@@ -190,9 +201,9 @@ def export(
         Console(stderr=True).print(f"exported {count} messages to {escape(str(output))}")
 
 
-@sessions_app.command("import")
+@sessions_app.command("import", cls=PlainCommand)
 def import_(
-    source: Annotated[str, typer.Argument(help="An export file, or - for stdin.")],
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="An export file, or - for stdin.")],
     db: DbOption = None,
     user: UserOption = None,
 ) -> None:
@@ -211,7 +222,7 @@ def import_(
     Console().print(f"imported session [bold]{escape(info.id)}[/bold] ({info.message_count} messages)")
 
 
-@sessions_app.command("delete")
+@sessions_app.command("delete", cls=PlainCommand)
 def delete(
     session: SessionArg,
     db: DbOption = None,
@@ -227,12 +238,14 @@ def delete(
     Console().print(f"deleted session [bold]{escape(info.id)}[/bold]")
 
 
-@sessions_app.command("fork")
+@sessions_app.command("fork", cls=PlainCommand)
 def fork(
     session: SessionArg,
     db: DbOption = None,
     user: UserOption = None,
-    at: Annotated[int | None, typer.Option("--at", help="Branch after this seq (default: the newest).")] = None,
+    at: Annotated[
+        int | None, typer.Option("--at", metavar="SEQ", help="Branch after this seq (default: the newest).")
+    ] = None,
 ) -> None:
     """Start a new session that shares this one's history up to a seq."""
     with _store(db, user) as store:

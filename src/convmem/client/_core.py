@@ -6,9 +6,13 @@ sync client, ``client/aio.py`` with its async one), read the answer here.
 Messages are parsed and stamped on the client (id and one ``created_at`` per
 batch, as ``Memory.add_many`` does) and sent in convmem's codec, so the server
 stores exactly the ``Message`` the client returns, and a retried batch carries
-the same ids. A problem document comes back as the error it was written from:
-the error table (``convmem.errors.PROBLEMS``) gives the class of its ``type``
-and the attributes it carries (:func:`error_from`).
+the same ids. A call says whether it may be sent again (:mod:`convmem.client._retry`
+decides when): reads, contexts and adds may, and so may a session's creation
+(the client picks its id) and a reply's add (under an ``Idempotency-Key``).
+A problem document comes back as the error it was written from: the error
+table (``convmem.errors.PROBLEMS``) gives the class of its ``type`` and the
+attributes it carries (:func:`error_from`), and the error names the ids of the
+messages the call sent (``message_ids``).
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from typing import Any
 from ..errors import PROBLEMS, ConfigurationError, ConvmemError, LLMError, ServiceError, StoreError, class_of
 from ..formats import parse_items
 from ..formats.openai import to_openai
+from ..memory._intake import keyed_by_id
 from ..messages import Message
 from ..policy.context import Account, Context, LeftOut, Truncation
 from ..stores.codec import decode_message, encode_message
 from ..usage import ModelUsage, Stats, Usage
+from ._retry import Retry
 
-__all__ = ["Call", "ClientCore", "answer_of", "error_from", "httpx_module", "options_body"]
+__all__ = ["Call", "ClientCore", "answer_of", "error_from", "httpx_module", "never_sent", "options_body"]
 
 _OPTIONS = (
     "max_tokens",
@@ -42,10 +48,27 @@ _OPTIONS = (
 
 @dataclass(frozen=True, slots=True)
 class Call:
+    """One request, and what to do when it fails.
+
+    Attributes:
+        method, path, params, json: the request.
+        retry: whether sending it again is safe (it is idempotent, or made so by ids or a key).
+        headers: headers of its own (an ``Idempotency-Key``).
+        ids: the ids of the messages it sends, named by the error it may raise.
+        landed: when a repeated attempt gets this status, the first attempt did the work
+            (a session created, a session deleted): the answer is then ``landed_call``'s (None: no body).
+        landed_call: the call that reads what the first attempt made.
+    """
+
     method: str
     path: str
     params: dict[str, Any] = field(default_factory=dict)
     json: Any = None
+    retry: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+    ids: tuple[str, ...] = ()
+    landed: int | None = None
+    landed_call: Call | None = None
 
 
 def options_body(model: str | None, session_id: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,14 +95,23 @@ def httpx_module() -> Any:
     return httpx
 
 
-def answer_of(response: Any) -> Any:
+def never_sent(exc: Exception) -> bool:
+    """Whether an httpx failure happened before the request left (no connection, or none free)."""
+    httpx = httpx_module()
+    return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
+
+
+def answer_of(response: Any, call: Call | None = None) -> Any:
     """What an httpx response says: its JSON, an export's bytes, None for 204; a problem raises its error."""
     if response.status_code >= 400:
         try:
             problem = response.json()
         except ValueError:
             problem = None
-        raise error_from(response.status_code, problem if isinstance(problem, dict) else None)
+        error = error_from(response.status_code, problem if isinstance(problem, dict) else None)
+        if call is not None:
+            error.message_ids = call.ids
+        raise error
     if response.status_code == 204:
         return None
     if response.headers.get("content-type", "").startswith("application/x-ndjson"):
@@ -90,11 +122,12 @@ def answer_of(response: Any) -> Any:
 class ClientCore:
     """The I/O-free half of a client bound to one session."""
 
-    def __init__(self, base_url: str, api_key: str, *, user_id: str | None) -> None:
+    def __init__(self, base_url: str, api_key: str, *, user_id: str | None, retry: Retry | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.user_id = user_id
         self.session_id = ""
         self.model: str | None = None
+        self.retry = retry if retry is not None else Retry()
         self._headers = {"Authorization": f"Bearer {api_key}", "User-Agent": "convmem-client"}
 
     def __repr__(self) -> str:  # never the key
@@ -108,46 +141,80 @@ class ClientCore:
 
     # -- calls -------------------------------------------------------------------------------
     def create_call(self, model: str | None, session_id: str | None, options: Mapping[str, Any]) -> Call:
-        return Call("POST", "/v1/sessions", self._params(), options_body(model, session_id, options))
+        """Create the session; an id the client makes up lets a repeated creation find the first one's."""
+        chosen = session_id is not None
+        body = options_body(model, session_id or uuid.uuid4().hex, options)
+        found = Call("GET", f"/v1/sessions/{body['id']}", self._params(), retry=True)
+        # A chosen id may be another session's already: a 409 then is the caller's to see, not a retry's.
+        landed = None if chosen else 409
+        return Call("POST", "/v1/sessions", self._params(), body, retry=True, landed=landed, landed_call=found)
 
     def get_call(self) -> Call:
-        return Call("GET", self._session(), self._params())
+        return Call("GET", self._session(), self._params(), retry=True)
 
     def add_call(self, messages: Iterable[Any]) -> tuple[Call, list[Message]]:
         now = datetime.now(timezone.utc)
         # Parsed as a batch, as Memory.add_many does: parallel Responses items join their assistant
         # message and an Anthropic message with several tool results expands.
-        batch = [m.with_identity(m.id or uuid.uuid4().hex, m.created_at or now) for m in parse_items(list(messages))]
+        parsed = parse_items(list(messages))
+        keyed = [m if m.id is not None else keyed_by_id(m) or m for m in parsed]  # a dict's id key, as Memory
+        batch = [m.with_identity(m.id or uuid.uuid4().hex, m.created_at or now) for m in keyed]
         body = {"messages": [encode_message(m) for m in batch], "format": "convmem"}
-        return Call("POST", self._session("/messages"), self._params(), body), batch
+        ids = tuple(m.id or "" for m in batch)
+        return Call("POST", self._session("/messages"), self._params(), body, retry=True, ids=ids), batch
 
     def context_call(self, input: Any, format: str | None) -> Call:
         if isinstance(input, Message):
             input = to_openai(input)  # the input is not stored, so it travels as a provider dict
         elif isinstance(input, Sequence) and not isinstance(input, (str, Mapping)):
             input = [to_openai(m) if isinstance(m, Message) else dict(m) for m in input]
-        return Call("POST", self._session("/context"), self._params(), {"input": input, "format": format})
+        body = {"input": input, "format": format}
+        return Call("POST", self._session("/context"), self._params(), body, retry=True)
 
     def messages_call(self, status: Any, cursor: int) -> Call:
         params = self._params() | {"cursor": cursor, "limit": 1000}
         if status is not None:
             params["status"] = [status] if isinstance(status, str) else list(status)
-        return Call("GET", self._session("/messages"), params)
+        return Call("GET", self._session("/messages"), params, retry=True)
 
     def response_call(self, response: Any, format: str | None) -> Call:
+        """A reply's add, under a key of its own: the service derives its messages' ids from it."""
         body = response.model_dump(exclude_none=True) if hasattr(response, "model_dump") else dict(response)
-        return self.simple_call("POST", "/responses", {"response": body, "format": format})
+        key = {"Idempotency-Key": uuid.uuid4().hex}
+        path = self._session("/responses")
+        return Call("POST", path, self._params(), {"response": body, "format": format}, retry=True, headers=key)
 
     def usage_call(self, usage: Any) -> Call:
         body = usage.model_dump() if hasattr(usage, "model_dump") else dict(usage)
         return self.simple_call("POST", "/usage", {"usage": body})
 
-    def simple_call(self, method: str, suffix: str, body: Any = None) -> Call:
-        return Call(method, self._session(suffix), self._params(), body)
+    def simple_call(self, method: str, suffix: str, body: Any = None, *, retry: bool = False) -> Call:
+        return Call(method, self._session(suffix), self._params(), body, retry=retry)
 
-    def unreachable(self, exc: Exception) -> StoreError:
+    # -- sending -----------------------------------------------------------------------------
+    def wait_after(
+        self, call: Call, attempt: int, *, status: int | None, retry_after: str | None = None, sent: bool = True
+    ) -> float | None:
+        """Seconds before sending ``call`` again after attempt ``attempt`` failed; None: raise.
+
+        Args:
+            call: the call that failed.
+            attempt: its attempt that failed (1 for the first).
+            status: the answer's status; None for no answer at all (a timeout, a dropped connection).
+            retry_after: the answer's ``Retry-After``.
+            sent: False when no connection was made: then even a call that may not be repeated
+                is sent again, since the service never saw it.
+        """
+        if not call.retry and sent:
+            return None
+        return self.retry.delay(attempt, status=status, retry_after=retry_after)
+
+    def unreachable(self, exc: Exception, call: Call | None = None) -> StoreError:
         """The error for a request that got no answer (the service's address, never its key)."""
-        return StoreError(f"convmem service at {self.base_url} unreachable: {type(exc).__name__}")
+        error = StoreError(f"convmem service at {self.base_url} unreachable: {type(exc).__name__}")
+        if call is not None:
+            error.message_ids = call.ids
+        return error
 
     # -- answers -----------------------------------------------------------------------------
     def bind(self, body: Mapping[str, Any]) -> None:

@@ -1,10 +1,13 @@
 """Drop-in memory for the agent frameworks people already use.
 
-Each module translates one framework's memory interface into :class:`~convmem.Memory`
-calls and back; none holds policy of its own (the budget, eviction, summaries and
-tool-call safety are the memory's)::
+Each module translates one framework's memory interface into calls on a memory of the
+one protocol (:mod:`convmem.memory.protocol`: ``Memory``, ``AsyncMemory``, ``Client`` or
+``AsyncClient``) and back; none holds policy of its own (the budget, eviction, summaries
+and tool-call safety are the memory's)::
 
-    framework history in  ->  memory.add_many(...)      stored once, counted once
+    framework history in  ->  the messages the memory does not hold -> memory.add_many(...)
+                              (known by a durable identity, _identity.py: stored once, however
+                              often a restart, a checkpointer or a retry hands them again)
     framework asks        ->  memory.context(...)       within the exact budget, tool calls whole
     context out           ->  the framework's own message or item types
 

@@ -2,14 +2,23 @@
 
 The SDK's own sessions (``SQLiteSession`` and the rest) hand the model every item
 ever stored, so a long conversation outgrows the context window. This one stores
-every item in a :class:`~convmem.Memory` and hands back the memory's budgeted
-context as Responses items::
+every item in a convmem memory and hands back the memory's budgeted context as
+Responses items::
 
     Runner.run(agent, input, session=ConvmemSession(memory))
       get_items()      ->  memory.context(format="responses").messages   (fits the budget)
-      add_items(items) ->  memory.add_many(items parsed as one Responses batch)
+      add_items(items) ->  memory.add_many(the items it does not hold, parsed as one Responses batch)
       pop_item()       ->  the newest item of the context, deleted from the store
       clear_session()  ->  memory.clear(keep_system=False)               (archived, not deleted)
+
+The memory is anything with its protocol (:mod:`convmem.memory.protocol`): ``Memory``,
+``AsyncMemory``, ``Client`` or ``AsyncClient`` (``pop_item`` deletes from a store, so it
+needs a memory in this process). The items the memory holds are known by a durable
+identity (:mod:`convmem.integrations._identity`: a fingerprint chained to the message
+before, read back from the memory), not by this object, so items the SDK saves again
+(a retried run, a new session object or process over the same memory) are stored once.
+Item ids are not used for it: the SDK gives items of chat-completions models one
+placeholder id.
 
 Within one ``Runner.run`` the SDK sends the model the history it read once plus the
 items of the run so far, so a long tool loop still grows past the budget. Pass
@@ -36,10 +45,11 @@ from typing import Any, cast
 
 from ..errors import ConfigurationError, SessionNotFoundError
 from ..formats import parse_messages, render
-from ..memory import AsyncMemory
+from ..memory import AsyncMemory, Memory
 from ..session import LoadedSession
 from . import missing
-from ._bridge import AnyMemory, aadd_many, aclear, acontext, detached
+from ._bridge import AnyMemory, MemoryFlow, arun, detached, on
+from ._identity import Ledger, read_ledger, sync
 
 try:
     from agents.items import TResponseInputItem
@@ -65,21 +75,27 @@ class ConvmemSession:
         self.memory = memory
         self.session_id = memory.session_id
         self.session_settings = session_settings
+        self._ledger: Ledger | None = None  # what the memory holds, read from it on first use
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The budgeted context as Responses input items (the newest ``limit`` of them, if given)."""
-        items = (await acontext(self.memory, format="responses")).messages
+        items = (await arun(self.memory, _context())).messages
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return cast(list[TResponseInputItem], detached(items))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Store the items in one write; a bad item raises InvalidMessageError and nothing is stored."""
+        """Store the items the memory does not hold, in one write; a bad item raises InvalidMessageError and
+        nothing is stored."""
         # Parsed as one batch: the SDK hands parallel function_call items and their outputs together,
-        # and only a batch parse makes the calls one assistant message (Memory.add_many parses item by
-        # item, so the second call would be refused while the first awaits its result). Issue 13 moves
-        # this batch parse into add_many.
-        await aadd_many(self.memory, parse_messages([_plain(item) for item in items], format="responses"))
+        # and only a batch parse makes the calls one assistant message.
+        batch = parse_messages([_plain(item) for item in items], format="responses")
+        await arun(self.memory, self._add(batch))
+
+    def _add(self, batch: list[Any]) -> MemoryFlow[None]:
+        if self._ledger is None:
+            self._ledger = yield from read_ledger()
+        yield from sync(batch, [None] * len(batch), self._ledger, history=False)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest item of the context from the store and return it (None when there is none).
@@ -89,6 +105,12 @@ class ConvmemSession:
         message, so only the returned item is gone.
         """
         memory = self.memory
+        if not isinstance(memory, (Memory, AsyncMemory)):
+            raise ConfigurationError(
+                f"pop_item deletes a message from the store, which a {type(memory).__name__} cannot reach; "
+                "use a Memory or AsyncMemory in this process"
+            )
+        self._ledger = None  # what the memory holds changes under it: read it again on the next add
         try:
             loaded = await _load(memory)
         except SessionNotFoundError:  # the store creates a session on its first message
@@ -101,12 +123,12 @@ class ConvmemSession:
         await _delete(memory, newest.seq)
         memory._restore(await _load(memory, unfolded=True))  # the window is rebuilt from the store, as on open
         if len(items) > 1:
-            await aadd_many(memory, parse_messages(items[:-1], format="responses"))
+            await arun(memory, self._add(parse_messages(items[:-1], format="responses")))
         return cast(TResponseInputItem, items[-1])
 
     async def clear_session(self) -> None:
         """Empty the context; the items stay archived in the store (convmem never deletes history)."""
-        await aclear(self.memory)
+        await arun(self.memory, _clear())
 
     async def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """Fit each model call of a run into the budget, the agent's instructions included.
@@ -123,7 +145,7 @@ class ConvmemSession:
         # The instructions travel in their own field, but they are part of the request: pass them as the
         # context's input (irreducible, counted) and take them off the rendered items again.
         extra = [{"role": "system", "content": instructions}] if instructions else None
-        ctx = await acontext(self.memory, extra, format="responses")
+        ctx = await arun(self.memory, _context(extra))
         items = ctx.messages[:-1] if extra else ctx.messages
         if given.input and not ctx.truncated and (not items or dict(given.input[-1]) != items[-1]):
             raise ConfigurationError(
@@ -141,7 +163,15 @@ def _plain(item: object) -> Mapping[str, Any]:
     return cast(Mapping[str, Any], item)
 
 
-async def _load(memory: AnyMemory, *, unfolded: bool = False) -> LoadedSession:
+def _context(input: Any = None) -> MemoryFlow[Any]:
+    return (yield on("context", input, format="responses"))
+
+
+def _clear() -> MemoryFlow[None]:
+    yield on("clear", keep_system=False)
+
+
+async def _load(memory: Memory | AsyncMemory, *, unfolded: bool = False) -> LoadedSession:
     folds = unfolded and getattr(memory.strategy, "summarizer", None) is not None
     limit = _UNFOLDED_LIMIT if folds else 0
     if isinstance(memory, AsyncMemory):
@@ -149,7 +179,7 @@ async def _load(memory: AnyMemory, *, unfolded: bool = False) -> LoadedSession:
     return memory.store.load(memory.session_id, user_id=memory.user_id, unfolded_limit=limit)
 
 
-async def _delete(memory: AnyMemory, seq: int) -> None:
+async def _delete(memory: Memory | AsyncMemory, seq: int) -> None:
     if isinstance(memory, AsyncMemory):
         await memory.store.delete_messages(memory.session_id, [seq], user_id=memory.user_id)
     else:

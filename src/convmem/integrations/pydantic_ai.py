@@ -3,17 +3,28 @@
 Pydantic AI leaves trimming to history processors, and the usual one (keep the last
 N messages) can start the history with a tool return whose call was cut, or drop the
 first request and with it the system prompt. :class:`ConvmemHistory` hands the
-history to a :class:`~convmem.Memory` and sends the model the memory's context::
+history to a convmem memory and sends the model the memory's context::
 
     as a capability: Agent(..., capabilities=[ConvmemHistory(memory)])
-      before each model request  messages the memory has not seen -> memory.add_many(...)
+      before each model request  messages the memory does not hold -> memory.add_many(...)
                                  memory.context() -> the request's messages (the run's history is untouched)
       after each model response  the response -> memory.add_many(...)   (a run's last answer is stored at once)
     as a history processor: ProcessHistory(ConvmemHistory(memory))  (``history_processors=`` in Pydantic AI 1.x)
       the same, but Pydantic AI then keeps the returned context as the run's history
 
-Pass a run's ``all_messages()`` to the next run, or pass nothing and let the memory
-supply the history: a system prompt the memory already pins is not stored again.
+Pass a run's ``all_messages()`` to the next run (the usual pattern: save it as JSON,
+load it in another process, pass it as ``message_history=``), or pass nothing and let
+the memory supply the history. The memory is anything with its protocol
+(:mod:`convmem.memory.protocol`): ``Memory``, ``AsyncMemory``, ``Client`` or ``AsyncClient``.
+
+Which messages the memory holds is known by a durable identity, never by this object
+(:mod:`convmem.integrations._identity`): each ``ModelRequest`` and ``ModelResponse`` it
+stores gets the ids of its messages in its ``metadata`` (``{"convmem": {"ids": [...]}}``,
+which Pydantic AI keeps in ``all_messages()`` and its JSON and never sends to the model),
+and a message made from the memory's context says so (``{"convmem": {"context": true}}``);
+a message without either is known by a fingerprint. So a saved history passed to a new
+process, or to a new ``ConvmemHistory`` per request, stores nothing twice, and a system
+prompt the memory already pins is not stored again.
 
 Parts cross as: ``SystemPromptPart`` -> system, ``UserPromptPart`` (text) -> user,
 ``ToolReturnPart`` and a tool's ``RetryPromptPart`` -> tool results, another
@@ -39,10 +50,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidMessageError
-from ..memory import AsyncMemory
 from ..messages import Message, ToolCall
 from . import missing
-from ._bridge import AnyMemory, aadd_many, acontext
+from ._bridge import AnyMemory, MemoryFlow, arun, on
+from ._identity import Ledger, read_ledger, sync
 
 try:
     from pydantic_ai.capabilities import AbstractCapability
@@ -68,13 +79,15 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-extra 
 __all__ = ["ConvmemHistory"]
 
 
+KEY = "convmem"  # the metadata key of the ids (and the context mark) on Pydantic AI messages
+
+
 class ConvmemHistory(AbstractCapability[Any]):
     """A capability and a history processor over one conversation's memory (use one per conversation)."""
 
     def __init__(self, memory: AnyMemory) -> None:
         self.memory = memory
-        self._held: list[ModelMessage] = []  # the history the memory holds, as Pydantic AI last showed it
-        self._pinned: set[str] | None = None  # texts of the system messages the memory holds
+        self._ledger: Ledger | None = None  # what the memory holds, read from it on first use
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -83,43 +96,56 @@ class ConvmemHistory(AbstractCapability[Any]):
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        await self._absorb(request_context.messages)
-        request_context.messages = await self._context()  # request-only: the run's history keeps everything
+        await arun(self.memory, self._absorb(request_context.messages))
+        request_context.messages = await arun(self.memory, _context())  # request-only: the run keeps its history
         return request_context
 
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
-        await self._absorb([*self._held, response])
+        await arun(self.memory, self._absorb([response], history=False))  # it follows the memory's newest message
         return response
 
     async def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         """As a history processor: Pydantic AI replaces the run's history with what this returns."""
-        await self._absorb(messages)
-        self._held = await self._context()
-        return list(self._held)
+        await arun(self.memory, self._absorb(messages))
+        return await arun(self.memory, _context())
 
-    async def _absorb(self, messages: Sequence[ModelMessage]) -> None:
-        held = len(self._held)
-        # The history goes on from what the memory holds (same run, or all_messages() passed on); anything
-        # else is a run started without history, whose messages are all new.
-        new = messages[held:] if held and list(messages[:held]) == self._held else messages
-        if self._pinned is None:
-            self._pinned = {m.text for m in await _pinned(self.memory)}
-        converted = [m for m in _to_convmem(new) if not (m.role == "system" and m.text in self._pinned)]
-        if converted:
-            await aadd_many(self.memory, converted)
-            self._pinned.update(m.text for m in converted if m.role == "system")
-        self._held = list(messages)
+    def _absorb(self, messages: Sequence[ModelMessage], *, history: bool = True) -> MemoryFlow[None]:
+        """Store what the memory does not hold, and stamp every message with the ids of its messages."""
+        if self._ledger is None:
+            self._ledger = yield from read_ledger()
+        batch: list[Message] = []
+        given: list[str | None] = []
+        owners: list[tuple[ModelMessage, int]] = []  # (its Pydantic AI message, how many messages it made)
+        for index, message in enumerate(messages):
+            stamp = (message.metadata or {}).get(KEY) or {}
+            if stamp.get("context"):
+                continue  # made from the memory's own context: the memory holds it (or it is a summary)
+            try:
+                converted = _to_convmem([message])
+            except InvalidMessageError as exc:
+                raise exc.at(index) from None
+            ids = stamp.get("ids")
+            if isinstance(ids, list) and len(ids) == len(converted) and all(isinstance(i, str) for i in ids):
+                given += ids
+            else:  # never stamped (or stamped by hand): a fingerprint
+                given += [None] * len(converted)
+            batch += converted
+            owners.append((message, len(converted)))
+        planned = yield from sync(batch, given, self._ledger, history=history)
+        keyed = iter(planned.messages)
+        for message, count in owners:
+            if count:
+                message.metadata = {**(message.metadata or {}), KEY: {"ids": [next(keyed).id for _ in range(count)]}}
 
-    async def _context(self) -> list[ModelMessage]:
-        return _from_openai((await acontext(self.memory, format="openai")).messages)
 
-
-async def _pinned(memory: AnyMemory) -> list[Message]:
-    if isinstance(memory, AsyncMemory):
-        return await memory.messages("pinned")
-    return memory.messages("pinned")
+def _context() -> MemoryFlow[list[ModelMessage]]:
+    context = yield on("context", format="openai")
+    out = _from_openai(context.messages)
+    for message in out:
+        message.metadata = {KEY: {"context": True}}
+    return out
 
 
 def _to_convmem(messages: Sequence[ModelMessage]) -> list[Message]:

@@ -115,14 +115,19 @@ class Memory(MemoryBase[Store]):
         return memory
 
     def add(self, message: MessageLike) -> Message:
-        """Add one message (a Message, or an OpenAI, Anthropic or Responses dict); returns it as stored."""
+        """Add one message (a Message, or an OpenAI, Anthropic or Responses dict); returns it as stored.
+
+        The message's id is its idempotency key: a ``Message``'s ``id``, or a dict's ``id`` key in
+        any of the three formats. Adding again a message whose id the session holds, with the same
+        content, stores nothing and returns the stored message, so a retry never duplicates.
+        """
         return self.add_many([message])[0]
 
     def add_many(self, messages: Iterable[MessageLike]) -> list[Message]:
         """Add a batch in one store write, with the state it implies: all of it is stored, or nothing.
 
-        A batch whose ids are all stored already with the same content (a retry)
-        stores nothing and returns the stored messages.
+        A batch whose ids (each message's idempotency key, see :meth:`add`) are all stored already
+        with the same content (a retry) stores nothing and returns the stored messages.
         """
         with self._lock:
             return self._drive(flow.add_many(self._core, messages))

@@ -3,8 +3,10 @@
 What comes in: what a caller passes (a ``Message``, an OpenAI, Anthropic or Responses
 dict: :data:`MessageLike`; for a context also plain text: :data:`InputLike`) and a
 model name. What happens: a plain ``{"role", "content"}`` dict skips the general
-parser; anything else goes through :func:`convmem.formats.parse_items`; messages
-without an id get one (a per-process random prefix and a counter); the model's
+parser; anything else goes through :func:`convmem.formats.parse_items`; a dict's own
+``id`` key (in any of the three formats) becomes the message's id, its idempotency
+key (:func:`keyed_by_id`); messages without an id get one (a per-process random prefix
+and a counter); the model's
 registry entry picks the counter. What goes out: messages the core validates and
 counts once. Kept apart from the core because it is the one place that deals with
 the outside world's shapes rather than convmem's own state.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +29,7 @@ from ..limits import check_text
 from ..messages import Message
 from ..tokens import ModelInfo, TokenCounter, counter_for, lookup_model
 
-__all__ = ["InputLike", "MessageLike", "new_id", "parse_all", "rendered_alone", "resolve_counter"]
+__all__ = ["InputLike", "MessageLike", "keyed_by_id", "new_id", "parse_all", "rendered_alone", "resolve_counter"]
 
 MessageLike = Message | Mapping[str, Any]
 #: What ``context(input)`` takes: a message, its text (a user message), several messages, or nothing.
@@ -62,7 +65,47 @@ def parse_all(items: Iterable[MessageLike], now: datetime) -> list[Message]:
     fast = [_fast(item, index, now) for index, item in enumerate(batch)]
     if all(m is not None for m in fast):
         return fast  # type: ignore[return-value]
-    return parse_items(batch)
+    given = {id(item) for item in batch if isinstance(item, Message)}  # a Message keeps the id it has
+    out = []
+    for message in parse_items(batch):
+        keyed = None if message.id is not None or id(message) in given else keyed_by_id(message)
+        out.append(message if keyed is None else keyed.with_identity(keyed.id or "", message.created_at or now))
+    return out
+
+
+# The OpenAI Agents SDK's stand-in for an item id it has no id for (chat-completions models): it is on
+# every such item, so it names none of them.
+_PLACEHOLDER_IDS = frozenset({"__fake_id__"})
+# In these formats a message has no id of its own: an ``id`` key is the caller's, moved out of ``extra``.
+_CALLERS_KEY = ("openai", "anthropic")
+
+
+def keyed_by_id(message: Message) -> Message | None:
+    """The message with the ``id`` key of the dict it was parsed from as its id (its idempotency key),
+    or None when that dict had none.
+
+    The formats keep a dict's unmodelled keys in ``extra``. A Chat or Anthropic message has no id
+    field, so its ``id`` key moves from ``extra`` to the message (a dict with an ``id`` is then
+    stored as the ``Message`` with that id would be). A Responses item id is the API's own and stays
+    in ``extra`` too, to go back to the API; a message made of several items (reasoning, a message,
+    parallel calls) takes its message item's id, else the first item id it has.
+    """
+    for fmt, extra in (message.extra or {}).items():
+        if not isinstance(extra, Mapping):
+            continue
+        key = extra.get("id")
+        if key is None:
+            layout = extra.get("$layout")
+            items = layout if isinstance(layout, list) else ()
+            key = next((item["id"] for item in items if isinstance(item, Mapping) and "id" in item), None)
+        if not isinstance(key, str) or not key or key in _PLACEHOLDER_IDS:
+            continue
+        if fmt not in _CALLERS_KEY:
+            return replace(message, id=key)
+        rest = {k: v for k, v in extra.items() if k != "id"}
+        others = {k: v for k, v in message.extra.items() if k != fmt}
+        return replace(message, id=key, extra=others | ({fmt: rest} if rest else {}))
+    return None
 
 
 def _fast(item: MessageLike, index: int, now: datetime) -> Message | None:

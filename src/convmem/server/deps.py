@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, Path, Query, Request
+from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from .keys import admin_matches
 from .problems import ServiceError
 from .tenancy import SESSION_ID, USER_ID, Scope
 
-__all__ = ["SessionPath", "UserScope", "admin", "service_of", "tenant_of"]
+__all__ = ["IDEMPOTENCY_KEY", "IdempotencyKey", "SessionPath", "UserScope", "admin", "service_of", "tenant_of"]
 
 
 def service_of(request: Request) -> Any:
@@ -49,3 +49,14 @@ def _scope(
 
 UserScope = Annotated[Scope, Depends(_scope)]
 SessionPath = Annotated[str, Path(pattern=SESSION_ID, description="A session id, or a unique prefix of one.")]
+
+IDEMPOTENCY_KEY = r"^[A-Za-z0-9_.:-]{1,100}$"
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=IDEMPOTENCY_KEY,
+        description="Makes the write safe to send again: a message without an id gets `<key>.<index>`, so a "
+        "repeat with the same key and body stores nothing (the same key with another body is a 409).",
+    ),
+]

@@ -9,7 +9,7 @@ from fastapi import Path as Path_
 
 from ..memory.options import stored_config
 from ..session import MessageStatus
-from .deps import SessionPath, UserScope, service_of
+from .deps import IdempotencyKey, SessionPath, UserScope, service_of
 from .problems import ServiceError, responses
 from .replay import replay
 from .schemas import (
@@ -118,9 +118,14 @@ def export_session(session_id: SessionPath, scope: UserScope, service: Svc) -> R
     responses=responses(404, 409),
     operation_id="addMessages",
 )
-def add_messages(session_id: SessionPath, body: MessagesIn, scope: UserScope, service: Svc) -> dict[str, Any]:
-    """Add messages in one write (``Memory.add_many``): all are stored, or none."""
-    added = service.sessions.add(scope, session_id, body.messages, codec=body.format == "convmem")
+def add_messages(
+    session_id: SessionPath, body: MessagesIn, scope: UserScope, service: Svc, key: IdempotencyKey = None
+) -> dict[str, Any]:
+    """Add messages in one write (``Memory.add_many``): all are stored, or none.
+
+    A message's ``id`` (in any format) is its idempotency key: sending it again stores nothing.
+    """
+    added = service.sessions.add(scope, session_id, body.messages, codec=body.format == "convmem", key=key)
     return {"messages": [message_view(scope, m) for m in added]}
 
 
@@ -151,9 +156,11 @@ def list_messages(
     responses=responses(404, 409),
     operation_id="addResponse",
 )
-def add_response(session_id: SessionPath, body: ResponseIn, scope: UserScope, service: Svc) -> dict[str, Any]:
-    """Add a provider response's output (and record its usage)."""
-    added = service.sessions.add_response(scope, session_id, body.response, body.format)
+def add_response(
+    session_id: SessionPath, body: ResponseIn, scope: UserScope, service: Svc, key: IdempotencyKey = None
+) -> dict[str, Any]:
+    """Add a provider response's output (and record its usage, once: a repeat under the same key adds neither)."""
+    added = service.sessions.add_response(scope, session_id, body.response, body.format, key=key)
     return {"messages": [message_view(scope, m) for m in added]}
 
 

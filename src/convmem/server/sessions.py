@@ -23,6 +23,7 @@ from ..formats._replies import parse_reply
 from ..limits import check_json, check_text
 from ..longterm.blocks.base import StaticBlock
 from ..memory import Memory
+from ..memory._intake import keyed_by_id
 from ..memory.options import initial_state
 from ..messages import Message, StoredMessage
 from ..policy.context import Context
@@ -163,45 +164,60 @@ class SessionService:
             raise
 
     # -- messages ------------------------------------------------------------------------------
-    def add(self, scope: Scope, session_id: str, items: Sequence[Mapping[str, Any]], *, codec: bool) -> list[Message]:
+    def add(
+        self, scope: Scope, session_id: str, items: Sequence[Mapping[str, Any]], *, codec: bool, key: str | None = None
+    ) -> list[Message]:
         """``Memory.add_many``: items in a provider format are parsed as they come (parallel Responses
-        calls together, an Anthropic message with several tool results expanded), or codec dicts."""
+        calls together, an Anthropic message with several tool results expanded), or codec dicts.
+        A provider dict's ``id`` is kept as its message's id, as ``Memory.add`` keeps it."""
         if codec:
             parsed = [_decode(item, i) for i, item in enumerate(items)]
         else:
             for index, item in enumerate(items):
                 if not isinstance(item, Mapping):
                     raise InvalidMessageError(f"must be an object, got {type(item).__name__}", index=index)
-            parsed = parse_items(list(items))
-        return self._add_parsed(scope, session_id, parsed)
+            parsed = [m if m.id is not None else keyed_by_id(m) or m for m in parse_items(list(items))]
+        return self._add_parsed(scope, session_id, parsed, key)[0]
 
-    def _add_parsed(self, scope: Scope, session_id: str, parsed: Sequence[Message]) -> list[Message]:
-        """Store messages under this tenant's ids. A writer refused as stale catches up inside
+    def _add_parsed(
+        self, scope: Scope, session_id: str, parsed: Sequence[Message], key: str | None
+    ) -> tuple[list[Message], bool]:
+        """Store messages under this tenant's ids; returns them and whether this call wrote them.
+
+        A message without an id gets ``<key>.<index>`` under an ``Idempotency-Key`` (so a repeat is a
+        retry the store recognises), a random one without. A writer refused as stale catches up inside
         ``Memory``; a ``ConflictError`` that reaches here is a real one (an id with other content),
         unless the append landed and only a later state save lost: then the add counts."""
         now = datetime.now(timezone.utc)
-        batch = [m.with_identity(scope.store_message(m.id or uuid.uuid4().hex), m.created_at or now) for m in parsed]
+        batch = [
+            m.with_identity(
+                scope.store_message(m.id or (f"{key}.{i}" if key else uuid.uuid4().hex)), m.created_at or now
+            )
+            for i, m in enumerate(parsed)
+        ]
         for attempt in range(ADD_ATTEMPTS):
             memory = self.open(scope, session_id)
             before = memory.stats().messages
             try:
-                return memory.add_many(batch)
+                added = memory.add_many(batch)
+                return added, memory.stats().messages > before
             except ConflictError:
                 if memory.stats().messages > before:  # appended; only the state save lost
-                    return batch
+                    return batch, True
                 if attempt == ADD_ATTEMPTS - 1:
                     raise
         raise AssertionError("unreachable")
 
     def add_response(
-        self, scope: Scope, session_id: str, response: Mapping[str, Any], fmt: str | None
+        self, scope: Scope, session_id: str, response: Mapping[str, Any], fmt: str | None, *, key: str | None = None
     ) -> list[Message]:
-        """``Memory.add_response``: the reply's output stored as it comes, and its usage recorded."""
+        """``Memory.add_response``: the reply's output stored as it comes, and its usage recorded; under an
+        ``Idempotency-Key`` a repeat finds its messages stored and records the usage no second time."""
         if fmt is not None and fmt not in FORMATS:
             raise InvalidMessageError(f"unknown format {fmt!r}", field="format")
         messages, usage = parse_reply(dict(response))
-        added = self._add_parsed(scope, session_id, messages) if messages else []
-        if usage:
+        added, wrote = self._add_parsed(scope, session_id, messages, key) if messages else ([], True)
+        if usage and wrote:
             self.record_usage(scope, session_id, usage)
         return added
 
