@@ -57,12 +57,14 @@ def drive(flow: Flow[E, R], perform: Callable[[E], Any]) -> R:
     """
     outcome = step(flow, first=True)
     while not isinstance(outcome, Done):
+        failure: BaseException | None = None
         try:
             result = perform(outcome)
         except BaseException as exc:
-            outcome = step(flow, error=exc)
-        else:
-            outcome = step(flow, result)
+            failure = exc
+        # Outside the except block: what the flow raises in answer does not chain the effect's failure
+        # as its __context__ (an SDK exception may echo an API key; the flow decides what to keep).
+        outcome = step(flow, error=failure) if failure is not None else step(flow, result)
     return outcome.value
 
 
@@ -70,10 +72,10 @@ async def adrive(flow: Flow[E, R], perform: Callable[[E], Awaitable[Any]]) -> R:
     """The async twin of :func:`drive`: each effect is awaited."""
     outcome = step(flow, first=True)
     while not isinstance(outcome, Done):
+        failure: BaseException | None = None
         try:
             result = await perform(outcome)
         except BaseException as exc:
-            outcome = step(flow, error=exc)
-        else:
-            outcome = step(flow, result)
+            failure = exc
+        outcome = step(flow, error=failure) if failure is not None else step(flow, result)
     return outcome.value

@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from .._effects import Flow, adrive, drive
 from ..errors import ConfigurationError, InvalidMessageError, LLMError, redact
 from ..usage import ModelUsage, parse_usage
 from .retry import RetryPolicy, is_connection_error, is_timeout, retry_after, retryable, root_cause, status_of
@@ -106,6 +107,13 @@ class AsyncChatBackend(Protocol):
     ) -> Completion: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """A retry flow's wait before its next try."""
+
+    seconds: float
+
+
 @dataclass
 class _Calls:
     """The I/O-free half of a client: request bodies, retry decisions, parsing, error conversion."""
@@ -131,6 +139,22 @@ class _Calls:
         if response_format is not None:
             body["response_format"] = dict(response_format)
         return body
+
+    def attempts(self, request: dict[str, Any]) -> Flow[dict[str, Any] | Sleep, Completion]:
+        """Send ``request`` until it is answered or fails for good: yields the request for the caller to send
+        (its failure thrown back in) and a :class:`Sleep` between tries; returns the parsed completion."""
+        attempt = 0
+        while True:
+            failure: Exception | None = None
+            try:
+                raw = yield request
+            except Exception as exc:  # converted (or retried) in one place: delay / error
+                failure = exc
+            if failure is None:
+                return self.parse(raw)
+            # Outside the except block: the LLMError it may raise chains no SDK exception (which may echo the key).
+            yield Sleep(self.delay(attempt, failure))
+            attempt += 1
 
     def delay(self, attempt: int, exc: BaseException) -> float:
         """Seconds to wait before retrying after ``exc``; raises the converted LLMError when it is final."""
@@ -183,7 +207,52 @@ class _Calls:
         return Completion(content or "", usage, getattr(choice, "finish_reason", None))
 
 
-class OpenAIChat:
+class RetryingChat:
+    """What every convmem chat client shares: one request body, the policy's retries as one flow (see
+    :meth:`_Calls.attempts`), and the sync/async twins over it. A client gives ``_send`` and ``_asend``."""
+
+    _calls: _Calls
+
+    def _request(
+        self, messages: Sequence[Mapping[str, Any]], max_tokens: int, response_format: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        return self._calls.body(messages, max_tokens, response_format)
+
+    def _send(self, request: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    async def _asend(self, request: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _perform(self, effect: dict[str, Any] | Sleep) -> Any:
+        return time.sleep(effect.seconds) if isinstance(effect, Sleep) else self._send(effect)
+
+    async def _aperform(self, effect: dict[str, Any] | Sleep) -> Any:
+        return await asyncio.sleep(effect.seconds) if isinstance(effect, Sleep) else await self._asend(effect)
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """One completion, retried per the policy; raises LLMError."""
+        return drive(self._calls.attempts(self._request(messages, max_tokens, response_format)), self._perform)
+
+    async def acomplete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        response_format: Mapping[str, Any] | None = None,
+    ) -> Completion:
+        """The async twin of :meth:`complete`."""
+        flow = self._calls.attempts(self._request(messages, max_tokens, response_format))
+        return await adrive(flow, self._aperform)
+
+
+class OpenAIChat(RetryingChat):
     """A chat-completions client for one model at one OpenAI-compatible endpoint (sync and async).
 
     Args:
@@ -239,62 +308,24 @@ class OpenAIChat:
     def __repr__(self) -> str:
         return f"OpenAIChat(model={self.model!r}, base_url={redact(self.base_url, self._calls.api_key)!r})"
 
-    def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        max_tokens: int,
-        response_format: Mapping[str, Any] | None = None,
-    ) -> Completion:
-        """One chat completion, retried per the policy; raises LLMError."""
-        calls = self._calls
-        body = calls.body(messages, max_tokens, response_format)
-        if self._sync is None:
+    def _sdk(self, *, asynchronous: bool) -> Any:
+        """The SDK client of that kind, made on first use (``max_retries=0``: the retries are the policy's)."""
+        if (self._async if asynchronous else self._sync) is None:
             import openai
 
-            self._sync = openai.OpenAI(
-                api_key=calls.api_key, base_url=self.base_url, timeout=calls.timeout, max_retries=0
-            )
-        attempt = 0
-        while True:
-            failure: Exception | None = None
-            try:
-                raw = self._sync.chat.completions.create(**body)
-            except Exception as exc:  # converted (or retried) in one place: _Calls.delay / _Calls.error
-                failure = exc
-            if failure is None:
-                return calls.parse(raw)
-            # Outside the except block: the LLMError it may raise chains no SDK exception (which may echo the key).
-            time.sleep(calls.delay(attempt, failure))
-            attempt += 1
+            kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+            made = kind(api_key=self._calls.api_key, base_url=self.base_url, timeout=self._calls.timeout, max_retries=0)
+            if asynchronous:
+                self._async = made
+            else:
+                self._sync = made
+        return self._async if asynchronous else self._sync
 
-    async def acomplete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        max_tokens: int,
-        response_format: Mapping[str, Any] | None = None,
-    ) -> Completion:
-        """The async twin of :meth:`complete`."""
-        calls = self._calls
-        body = calls.body(messages, max_tokens, response_format)
-        if self._async is None:
-            import openai
+    def _send(self, request: dict[str, Any]) -> Any:
+        return self._sdk(asynchronous=False).chat.completions.create(**request)
 
-            self._async = openai.AsyncOpenAI(
-                api_key=calls.api_key, base_url=self.base_url, timeout=calls.timeout, max_retries=0
-            )
-        attempt = 0
-        while True:
-            failure: Exception | None = None
-            try:
-                raw = await self._async.chat.completions.create(**body)
-            except Exception as exc:
-                failure = exc
-            if failure is None:
-                return calls.parse(raw)
-            await asyncio.sleep(calls.delay(attempt, failure))
-            attempt += 1
+    async def _asend(self, request: dict[str, Any]) -> Any:
+        return await self._sdk(asynchronous=True).chat.completions.create(**request)
 
     def close(self) -> None:
         """Close the sync HTTP connections (the async ones need :meth:`aclose`)."""

@@ -19,16 +19,14 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import Mapping, Sequence
 from importlib import import_module
 from types import ModuleType
 from typing import Any
 
 from ..errors import ConfigurationError
-from .client import Completion, RetryPolicy, _Calls
+from .client import RetryingChat, RetryPolicy, _Calls
 
 __all__ = ["PIP_HINT", "LiteLLMChat"]
 
@@ -42,7 +40,7 @@ def _litellm() -> ModuleType:
         raise ConfigurationError(f"LiteLLMChat needs the litellm package: {PIP_HINT}") from None
 
 
-class LiteLLMChat:
+class LiteLLMChat(RetryingChat):
     """A :class:`~convmem.llm.client.ChatBackend` over ``litellm.completion`` (sync and async).
 
     Args:
@@ -65,7 +63,7 @@ class LiteLLMChat:
         seed: int | None = None,
         **options: Any,
     ) -> None:
-        _litellm()
+        self._litellm = _litellm()  # looked up once: a missing package is a ConfigurationError here, not a retry
         self.model = model
         base = options.get("api_base") or options.get("base_url")
         self.endpoint = f"litellm {base or 'provider default'}"
@@ -82,40 +80,8 @@ class LiteLLMChat:
         body = self._calls.body(messages, max_tokens, response_format)
         return {**body, **self._options, "timeout": self._calls.timeout, "num_retries": 0}
 
-    def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        max_tokens: int,
-        response_format: Mapping[str, Any] | None = None,
-    ) -> Completion:
-        """One completion through LiteLLM, retried per the policy; raises LLMError."""
-        litellm, request = _litellm(), self._request(messages, max_tokens, response_format)
-        attempt = 0
-        while True:
-            try:
-                raw = litellm.completion(**request)
-            except Exception as exc:  # converted (or retried) in one place: _Calls.delay / _Calls.error
-                time.sleep(self._calls.delay(attempt, exc))
-                attempt += 1
-                continue
-            return self._calls.parse(raw)
+    def _send(self, request: dict[str, Any]) -> Any:
+        return self._litellm.completion(**request)
 
-    async def acomplete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        max_tokens: int,
-        response_format: Mapping[str, Any] | None = None,
-    ) -> Completion:
-        """The async twin of :meth:`complete`."""
-        litellm, request = _litellm(), self._request(messages, max_tokens, response_format)
-        attempt = 0
-        while True:
-            try:
-                raw = await litellm.acompletion(**request)
-            except Exception as exc:
-                await asyncio.sleep(self._calls.delay(attempt, exc))
-                attempt += 1
-                continue
-            return self._calls.parse(raw)
+    async def _asend(self, request: dict[str, Any]) -> Any:
+        return await self._litellm.acompletion(**request)
