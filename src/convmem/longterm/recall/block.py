@@ -102,6 +102,9 @@ class RecallBlock:
         self.share = float(share)
         self.last_hits: list[RecallHit] = []  # what the latest render showed, for inspection
         self.last_dropped: list[Dropped] = []  # candidates it left out, with the reason
+        # The latest render, kept while its key holds: a second context() for the same input (a caller
+        # that builds the request twice, a tool loop's steps) reuses it instead of searching again.
+        self._kept: tuple[object, list[tuple[str, int]], list[RecallHit], list[Dropped]] | None = None
 
     def render(self, query: str | None) -> str:
         return self.render_turn(Turn(query))
@@ -110,7 +113,41 @@ class RecallBlock:
         return "\n".join(text for text, _ in self.render_items(turn))
 
     def render_items(self, turn: Turn) -> list[tuple[str, int]]:
-        """The hits' lines in display order, each with its rank (1 = best)."""
+        """The hits' lines in display order, each with its rank (1 = best).
+
+        The same turn (input, user, window, day) against an unchanged index gives the lines of the last
+        render without searching again (see :attr:`RecallIndex.generation`).
+        """
+        key = self._key(turn)
+        kept = self._kept
+        if key is not None and kept is not None and kept[0] == key:
+            self.last_hits, self.last_dropped = list(kept[2]), list(kept[3])
+            return list(kept[1])
+        items = self._render_items(turn)
+        self._kept = (key, list(items), list(self.last_hits), list(self.last_dropped)) if key is not None else None
+        return items
+
+    def _key(self, turn: Turn) -> object | None:
+        """What a render depends on, or None when it cannot be kept (the index's server searches)."""
+        index = self.index
+        generation = index.generation
+        if generation is None:
+            return None
+        # A search reads ``now`` only for the day relative dates resolve against (temporal.query_ranges).
+        day = turn.now.date() if turn.now is not None else None
+        return (
+            turn.query,
+            turn.user_id,
+            turn.session_id,
+            turn.window_start,
+            day,
+            generation,
+            id(index),
+            (self.k, self.mode, self.sessions, self.order, self.line),
+            (index.mode, index.fusion, index.weights, index.rerank, index.rewriter, index.tuning),
+        )
+
+    def _render_items(self, turn: Turn) -> list[tuple[str, int]]:
         self.last_hits, self.last_dropped = [], []
         if not turn.query or not turn.query.strip():
             return []
