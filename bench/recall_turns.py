@@ -24,15 +24,11 @@ import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from turns import BUDGET, LOCOMO, locomo_texts, workload  # noqa: E402
-
-from convmem import Memory  # noqa: E402
-from convmem.longterm.recall import RecallBlock, RecallIndex  # noqa: E402
-from convmem.longterm.recall.model import RecallDoc  # noqa: E402
+from convmem import Memory
+from convmem.longterm.recall import RecallBlock, RecallIndex
+from convmem.longterm.recall.model import RecallDoc
+from turns import BUDGET, LOCOMO, locomo_texts, workload
 
 USER = "bench-user"
 

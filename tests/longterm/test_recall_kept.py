@@ -25,7 +25,6 @@ from convmem.longterm.recall.model import RecallDoc
 
 from .._quick import examples
 
-
 T0 = datetime(2024, 3, 1, tzinfo=timezone.utc)
 WORDS = ["camping", "lake", "guitar", "paris", "dog", "painting", "marathon", "sister", "cake", "job"]
 
@@ -79,7 +78,8 @@ def test_kept_render_restores_the_inspection_fields() -> None:
     hits, dropped = list(block.last_hits), list(block.last_dropped)
     block.render_items(Turn("paris", "s", "u", 0, T0))  # another input in between
     assert block.render_items(turn) == lines
-    assert block.last_hits == hits and block.last_dropped == dropped
+    assert block.last_hits == hits
+    assert block.last_dropped == dropped
     lines.append(("mutated by the caller", 9))
     assert block.render_items(turn) != lines  # the kept lines are the block's own copy
 
