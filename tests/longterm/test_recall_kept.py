@@ -1,7 +1,7 @@
 """A recall block keeps its render while the turn and the index are unchanged, and never serves a stale one.
 
 The block keeps its last render (the same input, user, window and day against an index whose
-``generation`` has not moved): ``context()`` called twice for one input searches once. The property
+partition has not grown): ``context()`` called twice for one input searches once. The property
 tests compare every render of a kept block with a fresh block's over random interleavings of archiving,
 flushing and turns, so any change a search could see and the key missed shows up as a difference.
 """

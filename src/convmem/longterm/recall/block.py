@@ -38,6 +38,19 @@ def _hit_line(hit: RecallHit) -> str:
     return f"[{doc.created_at:%Y-%m-%d %H:%M}] {doc.role}: {doc.text}"
 
 
+def searchable(index: RecallIndex, user_id: str | None) -> tuple[int, int, int] | None:
+    """A key of what a search of ``user_id``'s archive sees, which moves whenever that can change; None when
+    the index's store searches in its server, where other processes write (no result can be kept then).
+
+    A user's partition is append-only: its documents and its vectors only grow, so their counts (and the
+    partition itself, loaded from the store on first use) say whether a search could see anything new.
+    """
+    if index._remote is not None:  # the package's own index: its private state is read, never changed
+        return None
+    partition = index._partitions.get(user_id)
+    return (id(partition), len(partition), partition.vector_count) if partition is not None else (0, 0, 0)
+
+
 class RecallBlock:
     """Archived messages of the turn's user relevant to the input, not already in the window.
 
@@ -116,7 +129,7 @@ class RecallBlock:
         """The hits' lines in display order, each with its rank (1 = best).
 
         The same turn (input, user, window, day) against an unchanged index gives the lines of the last
-        render without searching again (see :attr:`RecallIndex.generation`).
+        render without searching again (see :func:`searchable`).
         """
         key = self._key(turn)
         kept = self._kept
@@ -130,8 +143,8 @@ class RecallBlock:
     def _key(self, turn: Turn) -> object | None:
         """What a render depends on, or None when it cannot be kept (the index's server searches)."""
         index = self.index
-        generation = index.generation
-        if generation is None:
+        seen = searchable(index, turn.user_id)
+        if seen is None:
             return None
         # A search reads ``now`` only for the day relative dates resolve against (temporal.query_ranges).
         day = turn.now.date() if turn.now is not None else None
@@ -141,8 +154,7 @@ class RecallBlock:
             turn.session_id,
             turn.window_start,
             day,
-            generation,
-            id(index),
+            seen,
             (self.k, self.mode, self.sessions, self.order, self.line),
             (index.mode, index.fusion, index.weights, index.rerank, index.rewriter, index.tuning),
         )

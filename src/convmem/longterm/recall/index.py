@@ -133,17 +133,6 @@ class RecallIndex:
         self.rerank = rerank
         self.rewriter = rewriter
         self._lock = threading.RLock()
-        self._generation = 0  # moves on every change a search could see: see ``generation``
-
-    @property
-    def generation(self) -> int | None:
-        """A number that changes whenever what a search of this index returns may change, or None.
-
-        It moves when documents are indexed, vectors are set or a user's partition is loaded. None when
-        the store's server searches: other processes write there, so no result of this one can be kept.
-        A recall block keeps its rendered hits while it is unchanged (the same input, the same turn).
-        """
-        return None if self._remote is not None else self._generation
 
     # -- indexing ----------------------------------------------------------------------------
     def add(self, docs: Sequence[RecallDoc]) -> int:
@@ -162,7 +151,6 @@ class RecallIndex:
             added = 0
             for doc in fresh:
                 added += self._index(self._partition(doc.user_id), doc) is not None
-            self._generation += added > 0
             if added and self.embedder is not None and not self.defer:
                 self.flush()
             return added
@@ -181,7 +169,6 @@ class RecallIndex:
         if partition is not None:
             return partition
         partition = self._partitions[user_id] = Partition(k1=self.tuning.k1, b=self.tuning.b)
-        self._generation += 1
         if self.store is not None:
             for doc in self.store.load_docs(user_id):
                 self._index(partition, doc)
@@ -250,7 +237,6 @@ class RecallIndex:
                         self.store.save_vectors(self.embedder.name, [partition.docs[i] for i in numbers], vectors)
                     partition.set_vectors(self.embedder.name, numbers, vectors)
                     done += len(numbers)
-                    self._generation += 1
         return done
 
     def pending(self) -> int:
