@@ -6,10 +6,13 @@ Budget: 8,000 tokens, gpt-4o counting (o200k_base).
 
 For each history length N the memory is first filled with N messages, then K more turns are timed
 one by one (add + context). Reported: p50 / p99 per turn, memory per stored message (tracemalloc
-during the fill), and, at 5k messages, the same workload through llama-index-core ``Memory``
+during the fill), the same turns interleaved turn by turn with the minimal memory and the brief's naive
+memory (../shared/bench/naive_seed_memory.py, read in place; ``--runs`` repeats that and reports the
+ratios' min / median / max), and, at 5k messages, the same workload through llama-index-core ``Memory``
 (put + get) and langchain-core ``trim_messages`` with an exact tiktoken counter, in the same run.
 
 Run:  .venv/bin/python bench/turns.py [--sizes 100,1000,10000,100000] [--turns 2000] [--peers]
+      [--runs 3] [--interleaved-only]
       [--baseline /work/main/src]   (also time another convmem tree, interleaved turn by turn with this one)
 The LoCoMo file is found from ../shared next to the repository, or in $CONVMEM_LOCOMO_DIR.
 """
@@ -38,6 +41,11 @@ LOCOMO = (
     Path(os.environ["CONVMEM_LOCOMO_DIR"]) / "locomo_dev.json"
     if os.environ.get("CONVMEM_LOCOMO_DIR")
     else Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+)
+NAIVE = (
+    Path(os.environ["CONVMEM_NAIVE_MEMORY"])
+    if os.environ.get("CONVMEM_NAIVE_MEMORY")
+    else Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "naive_seed_memory.py"
 )
 BUDGET = 8000
 
@@ -101,6 +109,28 @@ class MinimalMemory:
         return [m for m, _ in self.queue]
 
 
+class NaiveMemory:
+    """The brief's naive memory (``ConversationMemory``, TOKEN_LIMIT): each message counted once with tiktoken,
+    the oldest non-system message dropped while the total is over the budget; no tool-call integrity, no
+    store, no account. Its file is read in place (runpy), never copied; a tool call's content is ``""``."""
+
+    def __init__(self, budget: int) -> None:
+        import runpy
+
+        if not os.environ.get("TIKTOKEN_CACHE_DIR"):
+            os.environ["TIKTOKEN_CACHE_DIR"] = tiktoken_cache()  # the vocabulary offline, as for the peers
+        namespace = runpy.run_path(str(NAIVE))
+        self.memory = namespace["ConversationMemory"](max_tokens=budget, model="gpt-4o")
+
+    def add_many(self, messages: list[dict[str, Any]]) -> None:
+        for message in messages:
+            self.memory.add(message["role"], message.get("content") or "")
+
+    def context(self) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = self.memory.messages
+        return messages
+
+
 def measure(
     make: Callable[[], Any],
     add: Callable[[Any, list[dict[str, Any]]], None],
@@ -143,7 +173,7 @@ def measure(
 def interleaved(size: int, turns: int, texts: list[str], *extra: Callable[[], Any]) -> tuple[dict[str, float], ...]:
     """Minimal and convmem (and ``extra`` memories) filled to ``size``, then timed turn by turn alternately,
     so noise hits all alike."""
-    memories = (MinimalMemory(BUDGET), convmem_factory(), *(make() for make in extra))
+    memories: tuple[Any, ...] = (MinimalMemory(BUDGET), convmem_factory(), *(make() for make in extra))
     streams = tuple(workload(texts) for _ in memories)
     for memory, steps in zip(memories, streams, strict=True):
         filled = 0
@@ -282,6 +312,8 @@ def main() -> None:
     parser.add_argument("--peers", action="store_true", help="also run llama-index-core and langchain-core at 5k")
     parser.add_argument("--peer-turns", type=int, default=30)
     parser.add_argument("--baseline", help="src/ of another convmem tree, timed interleaved with this one")
+    parser.add_argument("--runs", type=int, default=1, help="interleaved runs per size (ratios: min / median / max)")
+    parser.add_argument("--interleaved-only", action="store_true", help="skip each memory's separate run")
     args = parser.parse_args()
     if not LOCOMO.exists():
         sys.exit(f"LoCoMo data not found at {LOCOMO}")
@@ -289,15 +321,22 @@ def main() -> None:
     print(f"workload: {len(texts)} LoCoMo turns, budget {BUDGET} tokens, gpt-4o counting\n")
     print(f"{'N':>7} | {'impl':<28} | {'p50 us':>8} | {'p99 us':>8} | {'bytes/msg':>9}")
     rows = {}
+    naive = NAIVE.exists()
+    if not naive:
+        print(f"the brief's naive memory is not at {NAIVE}: left out\n")
     for size in [int(s) for s in args.sizes.split(",")]:
         for name, make, add, ctx in (
-            (
-                "minimal (count once, drop oldest)",
-                lambda: MinimalMemory(BUDGET),
-                lambda m, s: m.add_many(s),
-                lambda m: m.context(),
-            ),
-            ("convmem Memory", convmem_factory, lambda m, s: m.add_many(s), lambda m: m.context()),
+            ()
+            if args.interleaved_only
+            else (
+                (
+                    "minimal (count once, drop oldest)",
+                    lambda: MinimalMemory(BUDGET),
+                    lambda m, s: m.add_many(s),
+                    lambda m: m.context(),
+                ),
+                ("convmem Memory", convmem_factory, lambda m, s: m.add_many(s), lambda m: m.context()),
+            )
         ):
             result = measure(make, add, ctx, size, args.turns, texts, trace=size <= 10_000)
             rows[(size, name)] = result
@@ -314,14 +353,28 @@ def main() -> None:
                 f"{ours['p50_us'] / base['p50_us']:.3f}"
             )
             continue
-        minimal, ours = interleaved(size, args.turns, texts)
-        print(
-            f"{'':>7}   interleaved turn by turn: minimal p50 {minimal['p50_us']:.1f} us, convmem p50 "
-            f"{ours['p50_us']:.1f} us -> convmem / minimal = {ours['p50_us'] / minimal['p50_us']:.2f}x"
-        )
+        ratios: list[tuple[float, float]] = []
+        for run in range(args.runs):
+            minimal, ours, *rest = interleaved(size, args.turns, texts, *((lambda: NaiveMemory(BUDGET)),) * naive)
+            versus = rest[0]["p50_us"] if rest else float("nan")
+            ratios.append((ours["p50_us"] / minimal["p50_us"], ours["p50_us"] / versus))
+            print(
+                f"{'':>7}   interleaved run {run + 1}: minimal p50 {minimal['p50_us']:.1f} us, naive p50 "
+                f"{versus:.1f} us, convmem p50 {ours['p50_us']:.1f} us (p99 {ours['p99_us']:.0f}) -> convmem / minimal "
+                f"= {ratios[-1][0]:.2f}x, convmem / naive = {ratios[-1][1]:.2f}x",
+                flush=True,
+            )
+        if args.runs > 1:
+            for at, label in ((0, "minimal"), (1, "naive")):
+                values = sorted(r[at] for r in ratios)
+                print(
+                    f"{size:>7}   convmem / {label}: min {values[0]:.2f}x, median {statistics.median(values):.2f}x, "
+                    f"max {values[-1]:.2f}x over {args.runs} interleaved runs"
+                )
     sizes = [int(s) for s in args.sizes.split(",")]
-    flat = rows[(sizes[-1], "convmem Memory")]["p50_us"] / rows[(sizes[0], "convmem Memory")]["p50_us"]
-    print(f"\nconvmem p50 at N={sizes[-1]} / p50 at N={sizes[0]} = {flat:.2f}x (target <= 2x)")
+    if not args.interleaved_only:
+        flat = rows[(sizes[-1], "convmem Memory")]["p50_us"] / rows[(sizes[0], "convmem Memory")]["p50_us"]
+        print(f"\nconvmem p50 at N={sizes[-1]} / p50 at N={sizes[0]} = {flat:.2f}x (target <= 2x)")
     if args.peers:
         size = 5000
         ours = measure(

@@ -4,6 +4,8 @@
     python3 scripts/dev.py demo            # replay the shipped agent session on the embedded default
     python3 scripts/dev.py test            # lint + format check + strict type check + the whole test suite
     python3 scripts/dev.py test --quick    # the same checks, and the in-process tests (QUICK below)
+    python3 scripts/dev.py bench-check     # the speed gate: instructions per turn against bench/baseline.json
+        [--against OTHER_TREE] [--update] [--turns N] [--python PATH]
 
 Each command creates ./.venv on first use and installs what it needs into it.
 Only the standard library is used here, on purpose.
@@ -11,9 +13,13 @@ Only the standard library is used here, on purpose.
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -57,6 +63,104 @@ QUICK = [
 ]
 
 
+# The speed gate (bench-check): instructions per turn of bench/gate.py's fixed workload, counted by callgrind,
+# which gives the same count on an idle or a loaded machine (wall-clock times do not). A turn that costs more
+# than TOLERANCE above the reference fails the gate.
+BASELINE = ROOT / "bench" / "baseline.json"
+TOLERANCE = 0.10
+GATE_TURNS = 300
+
+
+def instructions_per_turn(python: str | Path, src: Path, turns: int) -> float:
+    """bench/gate.py's turns against the convmem of ``src`` under callgrind, collected inside them only."""
+    if shutil.which("valgrind") is None:
+        sys.exit("bench-check needs valgrind (apt-get install valgrind)")
+    with tempfile.TemporaryDirectory(prefix="convmem-bench-check-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            "--toggle-collect=functools_reduce",
+            f"--callgrind-out-file={out}",
+            str(python),
+            str(ROOT / "bench" / "gate.py"),
+            "--turns",
+            str(turns),
+        ]
+        print("+", f"PYTHONPATH={src}", " ".join(command), flush=True)
+        done = subprocess.run(command, cwd=ROOT / "bench", env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.exit(f"bench/gate.py failed under callgrind:\n{done.stderr[-3000:]}")
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if found is None or int(found.group(1)) == 0:
+            sys.exit("callgrind collected nothing: is this Python built with its symbols (functools_reduce)?")
+    return int(found.group(1)) / turns
+
+
+def environment(python: str | Path) -> dict[str, str]:
+    """What an instruction count depends on besides convmem: the interpreter and the libraries a turn runs."""
+    probe = (
+        "import json, platform, tiktoken; "
+        "print(json.dumps({'python': platform.python_version(), 'machine': platform.machine(), "
+        "'tiktoken': tiktoken.__version__}))"
+    )
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True)
+    found: dict[str, str] = json.loads(done.stdout)
+    return found
+
+
+def verdict(current: float, reference: float, tolerance: float = TOLERANCE) -> tuple[bool, str]:
+    """Whether ``current`` instructions per turn pass against ``reference``, and the line that says so."""
+    ratio = current / reference
+    line = f"{current:,.0f} instructions per turn, {ratio:.3f}x the reference ({reference:,.0f})"
+    if ratio > 1 + tolerance:
+        return False, f"FAIL: {line}: more than {tolerance:.0%} slower per turn"
+    return True, f"ok: {line}"
+
+
+def bench_check(args: list[str]) -> None:
+    def option(name: str) -> str | None:
+        if name not in args:
+            return None
+        at = args.index(name)
+        if at + 1 >= len(args):
+            sys.exit(f"{name} needs a value")
+        return args[at + 1]
+
+    python = option("--python")
+    if python is None:
+        ensure_venv("")
+        python = str(BIN / "python")
+    turns = int(option("--turns") or GATE_TURNS)
+    current = instructions_per_turn(python, ROOT / "src", turns)
+    against = option("--against")
+    if against is not None:  # another tree (the previous release, main), measured here and now
+        reference = instructions_per_turn(python, Path(against).resolve() / "src", turns)
+        where = f"the tree at {against}"
+    elif "--update" in args:
+        record = {"instructions_per_turn": round(current), "turns": turns, **environment(python)}
+        BASELINE.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"wrote {BASELINE.relative_to(ROOT)}: {current:,.0f} instructions per turn")
+        return
+    else:
+        if not BASELINE.exists():
+            sys.exit(f"no {BASELINE.relative_to(ROOT)}: run bench-check --update on the reference tree")
+        record = json.loads(BASELINE.read_text())
+        reference = float(record["instructions_per_turn"])
+        where = str(BASELINE.relative_to(ROOT))
+        here = environment(python)
+        differs = {k: (record.get(k), v) for k, v in here.items() if record.get(k) != v}
+        if differs:
+            # Another interpreter or library counts differently: say so, so a pass or fail is read with care.
+            print(f"note: the baseline was counted with {differs} (stored, here); compare with --against instead")
+    passed, line = verdict(current, reference)
+    print(f"{line} [{where}]")
+    if not passed:
+        sys.exit(1)
+
+
 def run(*command: str | Path) -> None:
     print("+", " ".join(str(c) for c in command), flush=True)
     completed = subprocess.run([str(c) for c in command], cwd=ROOT, check=False)
@@ -97,6 +201,8 @@ def main() -> None:
         # in __pycache__ (ignored by git) where the environment asked Python not to write bytecode.
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
         run(BIN / "pytest", "-q", *(QUICK if quick else []), *args)
+    elif command == "bench-check":
+        bench_check(sys.argv[2:])
     else:
         sys.exit(__doc__)
 

@@ -114,6 +114,7 @@ class MemoryCore:
         self.prediction: tuple[int, float] | None = None  # the last context's tokens and factor (_usage.learn)
         self._calibrated = self.calibration is not None
         self._counted_version: int | None = getattr(self.counter, "version", None)
+        self.block_counts: dict[Any, Any] = {}  # the placed blocks' counts of the last contexts (placement)
 
     # -- adding ------------------------------------------------------------------------------
     def prepare(self, items: Iterable[MessageLike], *, check: bool = True) -> list[tuple[Message, int]]:
@@ -317,6 +318,7 @@ class MemoryCore:
             tools=self.request_tools(self.tools if tools is None else tools, format),
             cache=self.cache,
             vendor=self.vendor,
+            counts=self.block_counts,
         )
         return assemble(request, self.previous if track else None)
 

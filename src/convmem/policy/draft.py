@@ -68,6 +68,8 @@ class Assembly(NamedTuple):
         cache: the cache controls (where convmem marks the stable parts, their lifetime, OpenAI's key).
         vendor: the provider of the model the request goes to, if known: Chat-compatible vendor fields
             (``reasoning_content``, ``extra_content``) go to their own provider only.
+        counts: the caller's memo of the placed blocks' counts, kept across contexts (see
+            :func:`~convmem.policy.placement.place_blocks`); None counts every time.
     """
 
     window: Window
@@ -85,6 +87,7 @@ class Assembly(NamedTuple):
     tools: RequestTools = NO_TOOLS
     cache: CacheControls = CacheControls()
     vendor: str | None = None
+    counts: dict[Any, Any] | None = None
 
     def overhead(self) -> int:
         """Tokens the request costs beyond its messages: the reply priming, and in Anthropic's format the
@@ -162,7 +165,7 @@ def first_draft(request: Assembly) -> Draft:
     inputs = request.inputs
     input_tokens = sum(tokens for _, tokens in inputs) if inputs else 0
     blocks = [b for b in request.blocks if b.text]
-    placed = place_carrier(request.counter, blocks, request.template, inputs, units, 0, stop)
+    placed = place_carrier(request.counter, blocks, request.template, inputs, units, 0, stop, request.counts)
     summary = request.summary
     summary_tokens = summary.tokens if summary is not None else 0
     total = window.pinned_tokens + summary_tokens + placed.tokens + window_tokens + input_tokens

@@ -17,6 +17,7 @@ What goes out: :class:`Placed`, the messages and the exact tokens each placement
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 from ..messages import Message, TextPart
@@ -115,30 +116,72 @@ def with_prefix(message: Message, text: str) -> Message:
     return message.replace(content=(TextPart(text), *parts))
 
 
+#: How many counts a memo of :func:`place_blocks` keeps (the texts of the last few contexts).
+MEMO_SIZE = 16
+
+
+def _memo(memo: dict[Any, Any] | None, key: Any, holder: object, count: Callable[[], int]) -> int:
+    """``count()``, kept in ``memo`` under ``key`` while ``holder`` (the message it depends on) is the same object.
+
+    A block's text is the same for every context built for one input (a recall block keeps its hits), so the
+    second context does not tokenize it again. The holder is kept beside the count and compared by identity:
+    an id() alone could name a new object at a freed one's address.
+    """
+    if memo is None:
+        return count()
+    kept = memo.get(key)
+    if kept is not None and kept[0] is holder:
+        tokens: int = kept[1]
+        return tokens
+    tokens = count()
+    if len(memo) >= MEMO_SIZE:
+        memo.clear()
+    memo[key] = (holder, tokens)
+    return tokens
+
+
+def _system_tokens(counter: TokenCounter, message: Message | None, version: Any, memo: dict[Any, Any] | None) -> int:
+    if message is None:
+        return 0
+    return _memo(memo, ("system", version, message.content), counter, partial(counter.count_message, message))
+
+
 def place_blocks(
     counter: TokenCounter,
     blocks: Sequence[BlockText],
     template: Callable[[Sequence[BlockText]], str],
     carrier: Carrier | None,
+    memo: dict[Any, Any] | None = None,
 ) -> Placed:
-    """Render ``blocks`` where they go (see the module docstring) and count the tokens they add."""
+    """Render ``blocks`` where they go (see the module docstring) and count the tokens they add.
+
+    ``memo`` (the caller's, kept across contexts) keeps the counts of the texts placed, by text and by
+    the counter and carrier message they were counted with.
+    """
     if not blocks:
         return NOTHING_PLACED
+    # A calibrated counter's counts move as it learns: its version is part of every key.
+    version = getattr(counter, "version", None)
     stable = [b for b in blocks if b.position != "user" and not b.per_turn]
     turn = [b for b in blocks if b.position != "user" and b.per_turn]
     stable_message = Message(role="system", content=template(stable)) if stable else None
     turn_message = Message(role="system", content=template(turn)) if turn else None
-    stable_tokens = counter.count_message(stable_message) if stable_message is not None else 0
-    turn_tokens = counter.count_message(turn_message) if turn_message is not None else 0
+    stable_tokens = _system_tokens(counter, stable_message, version, memo)
+    turn_tokens = _system_tokens(counter, turn_message, version, memo)
     if len(stable) + len(turn) == len(blocks):
         return Placed(stable_message, turn_message, None, None, None, stable_tokens, turn_tokens, 0)
     text = user_blocks_text(blocks, template)
     if carrier is None:
         trailing = Message(role="user", content=text)
-        user_tokens = counter.count_message(trailing)
+        user_tokens = _memo(memo, ("trailing", version, text), counter, partial(counter.count_message, trailing))
         return Placed(stable_message, turn_message, text, None, trailing, stable_tokens, turn_tokens, user_tokens)
     carried = with_prefix(carrier.message, text)
-    user_tokens = counter.count_message(carried) - carrier.tokens
+    user_tokens = _memo(
+        memo,
+        ("carried", id(counter), version, carrier.tokens, text),
+        carrier.message,
+        lambda: counter.count_message(carried) - carrier.tokens,
+    )
     return Placed(stable_message, turn_message, text, carrier, None, stable_tokens, turn_tokens, user_tokens, carried)
 
 
@@ -150,6 +193,7 @@ def place_carrier(
     units: Any,
     start: int,
     stop: int,
+    memo: dict[Any, Any] | None = None,
 ) -> Placed:
     """Place ``blocks``, the user blocks on the latest user message of ``inputs`` or of ``units[start:stop]``.
 
@@ -158,4 +202,4 @@ def place_carrier(
     sent, or to a user message of their own at the end).
     """
     carrier = find_carrier(inputs, units, start, stop) if any(b.position == "user" for b in blocks) else None
-    return place_blocks(counter, blocks, template, carrier)
+    return place_blocks(counter, blocks, template, carrier, memo)

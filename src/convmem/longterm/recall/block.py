@@ -38,6 +38,19 @@ def _hit_line(hit: RecallHit) -> str:
     return f"[{doc.created_at:%Y-%m-%d %H:%M}] {doc.role}: {doc.text}"
 
 
+def searchable(index: RecallIndex, user_id: str | None) -> tuple[int, int, int] | None:
+    """A key of what a search of ``user_id``'s archive sees, which moves whenever that can change; None when
+    the index's store searches in its server, where other processes write (no result can be kept then).
+
+    A user's partition is append-only: its documents and its vectors only grow, so their counts (and the
+    partition itself, loaded from the store on first use) say whether a search could see anything new.
+    """
+    if index._remote is not None:  # the package's own index: its private state is read, never changed
+        return None
+    partition = index._partitions.get(user_id)
+    return (id(partition), len(partition), partition.vector_count) if partition is not None else (0, 0, 0)
+
+
 class RecallBlock:
     """Archived messages of the turn's user relevant to the input, not already in the window.
 
@@ -102,6 +115,9 @@ class RecallBlock:
         self.share = float(share)
         self.last_hits: list[RecallHit] = []  # what the latest render showed, for inspection
         self.last_dropped: list[Dropped] = []  # candidates it left out, with the reason
+        # The latest render, kept while its key holds: a second context() for the same input (a caller
+        # that builds the request twice, a tool loop's steps) reuses it instead of searching again.
+        self._kept: tuple[object, list[tuple[str, int]], list[RecallHit], list[Dropped]] | None = None
 
     def render(self, query: str | None) -> str:
         return self.render_turn(Turn(query))
@@ -110,7 +126,40 @@ class RecallBlock:
         return "\n".join(text for text, _ in self.render_items(turn))
 
     def render_items(self, turn: Turn) -> list[tuple[str, int]]:
-        """The hits' lines in display order, each with its rank (1 = best)."""
+        """The hits' lines in display order, each with its rank (1 = best).
+
+        The same turn (input, user, window, day) against an unchanged index gives the lines of the last
+        render without searching again (see :func:`searchable`).
+        """
+        key = self._key(turn)
+        kept = self._kept
+        if key is not None and kept is not None and kept[0] == key:
+            self.last_hits, self.last_dropped = list(kept[2]), list(kept[3])
+            return list(kept[1])
+        items = self._render_items(turn)
+        self._kept = (key, list(items), list(self.last_hits), list(self.last_dropped)) if key is not None else None
+        return items
+
+    def _key(self, turn: Turn) -> object | None:
+        """What a render depends on, or None when it cannot be kept (the index's server searches)."""
+        index = self.index
+        seen = searchable(index, turn.user_id)
+        if seen is None:
+            return None
+        # A search reads ``now`` only for the day relative dates resolve against (temporal.query_ranges).
+        day = turn.now.date() if turn.now is not None else None
+        return (
+            turn.query,
+            turn.user_id,
+            turn.session_id,
+            turn.window_start,
+            day,
+            seen,
+            (self.k, self.mode, self.sessions, self.order, self.line),
+            (index.mode, index.fusion, index.weights, index.rerank, index.rewriter, index.tuning),
+        )
+
+    def _render_items(self, turn: Turn) -> list[tuple[str, int]]:
         self.last_hits, self.last_dropped = [], []
         if not turn.query or not turn.query.strip():
             return []

@@ -183,6 +183,7 @@ class BM25Index:
         self._postings: dict[str, _Postings] = {}
         self._lengths = array("f")
         self._total_length = 0.0
+        self._norm: tuple[tuple[int, float, float], Any] | None = None  # (documents, k1, b) -> length norms
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -237,9 +238,7 @@ class BM25Index:
         terms = [t for t in dict.fromkeys(query) if t in self._postings]
         if not n or not terms:
             return None
-        lengths = np.frombuffer(self._lengths, dtype=np.float32)
-        avgdl = self._total_length / n or 1.0
-        norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
+        norm = self._length_norm(n)
         out = np.zeros((len(terms), n), dtype=np.float32)
         for row, term in enumerate(terms):
             entry = self._postings[term]
@@ -248,6 +247,19 @@ class BM25Index:
             weight = self.idf(term) * (weights.get(term, 1.0) if weights is not None else 1.0)
             out[row, docs] = weight * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
         return out
+
+    def _length_norm(self, n: int) -> Any:
+        """``k1 * (1 - b + b * length / avgdl)`` per document: three passes over the archive, so it is kept
+        until a document is added (the index is append-only: its size says whether it changed)."""
+        kept, key = self._norm, (n, self.k1, self.b)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        lengths = np.frombuffer(self._lengths, dtype=np.float32)
+        avgdl = self._total_length / n or 1.0
+        norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
+        norm.flags.writeable = False  # shared by every query until the next add
+        self._norm = (key, norm)
+        return norm
 
     def idf(self, term: str) -> float:
         """The Lucene BM25 idf of ``term`` (0 for a term no document has)."""
