@@ -2,7 +2,7 @@
 
 What comes in: a :class:`~convmem.policy.draft.Draft` that fits, and where Anthropic's cache marks go.
 What happens: :func:`ordered` lays the messages out: the pinned messages, the stable system blocks,
-the running summary, the per-turn system blocks, the window units sent (the user blocks prepended to
+the running summary (a user-position note, never a system message), the per-turn system blocks, the window units sent (the user blocks prepended to
 their carrier), the inputs, and the trailing user blocks when no user message carries them.
 :func:`render` renders that list for the format; :func:`render_request` adds the tools and the cache
 marks (:mod:`convmem.policy.controls`). An OpenAI context built from what the window
@@ -177,7 +177,8 @@ def _item_end(format: str, messages: list[Message], index: int, total: int) -> i
 
 
 def _system_parts(draft: Draft) -> list[Message]:
-    """The system messages after the pinned ones: stable blocks, the summary, per-turn blocks."""
+    """What comes after the pinned messages and before the window: the stable system blocks, the summary (a user
+    note, :func:`~convmem.policy.draft.summary_message`, or a provider's compaction), the per-turn system blocks."""
     placed, summary = draft.placed, draft.summary
     return [m for m in (placed.stable, summary and summary.message, placed.turn) if m]
 
