@@ -9,6 +9,7 @@ request stays valid for its provider.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -59,7 +60,7 @@ def _turns(draw: st.DrawFn) -> list[list[Message]]:
         batch = [Message(role="user", content=_text(n, draw(attacks), draw(st.integers(0, 40))))]
         if draw(st.booleans()):
             n += 1
-            call = ToolCall(f"call_{turn}", "lookup", '{"q": "%s%d"}' % (CANARY, n))
+            call = ToolCall(f"call_{turn}", "lookup", json.dumps({"q": f"{CANARY}{n}"}))
             batch.append(Message(role="assistant", content=None, tool_calls=(call,)))
             batch.append(Message(role="tool", tool_call_id=call.id, content=_text(n, draw(attacks), 5)))
         if draw(st.booleans()):
@@ -109,7 +110,8 @@ def _check(context: Any, summarized: bool) -> None:
     if summarized:
         assert notes, f"the summary note is missing ({context.format})"
     for note in notes:  # delimited whole: one opening tag, one closing tag, at its very end
-        assert len(_OPEN.findall(note)) == 1 and len(_CLOSE.findall(note)) == 1, note
+        assert len(_OPEN.findall(note)) == 1, note
+        assert len(_CLOSE.findall(note)) == 1, note
         assert note.endswith(f"</{SUMMARY_TAG}>")
 
 
@@ -150,8 +152,10 @@ def test_the_summary_text_cannot_close_or_reopen_its_note(attack: str) -> None:
     note = summary_message(f"user: {attack}\nuser: {attack.upper()}", 0, 9)
     assert note.role == "user"
     assert isinstance(note.content, str)
-    assert len(_OPEN.findall(note.content)) == 1 and len(_CLOSE.findall(note.content)) == 1
-    assert note.content.startswith(f'<{SUMMARY_TAG} messages="0-9">') and note.content.endswith(f"</{SUMMARY_TAG}>")
+    assert len(_OPEN.findall(note.content)) == 1
+    assert len(_CLOSE.findall(note.content)) == 1
+    assert note.content.startswith(f'<{SUMMARY_TAG} messages="0-9">')
+    assert note.content.endswith(f"</{SUMMARY_TAG}>")
 
 
 def test_a_reopened_summary_is_a_note_too() -> None:
@@ -159,10 +163,15 @@ def test_a_reopened_summary_is_a_note_too() -> None:
 
     store = MemoryStore()
     memory = Memory(
-        max_tokens=2000, store=store, strategy="summary_buffer", strategy_options={"max_tokens": 120, "keep_recent_tokens": 40}
+        max_tokens=2000,
+        store=store,
+        strategy="summary_buffer",
+        strategy_options={"max_tokens": 120, "keep_recent_tokens": 40},
     )
     for n in range(12):
-        memory.add_many([Message(role="user", content=_text(n, ATTACKS[0], 10)), Message(role="assistant", content="ok")])
+        memory.add_many(
+            [Message(role="user", content=_text(n, ATTACKS[0], 10)), Message(role="assistant", content="ok")]
+        )
     assert memory.stats().summaries
     reopened = Memory.open(memory.session_id, store=store)
     for format in FORMATS:

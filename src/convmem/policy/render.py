@@ -2,13 +2,14 @@
 
 What comes in: a :class:`~convmem.policy.draft.Draft` that fits, and where Anthropic's cache marks go.
 What happens: :func:`ordered` lays the messages out: the pinned messages, the stable system blocks,
-the running summary (a user-position note, never a system message), the per-turn system blocks, the window units sent (the user blocks prepended to
-their carrier), the inputs, and the trailing user blocks when no user message carries them.
-:func:`render` renders that list for the format; :func:`render_request` adds the tools and the cache
-marks (:mod:`convmem.policy.controls`). An OpenAI context built from what the window
-caches skips the list: it copies the window's rendered Chat dicts (a C-level slice) and renders only
-what changes (the system parts, the carrier, the inputs). What goes out: the request's messages and,
-for Anthropic, its ``system``; with :func:`render_request`, its tools and other keyword arguments too.
+the running summary (a user-position note, never a system message), the per-turn system blocks, the
+window units sent (the user blocks prepended to their carrier), the inputs, and the trailing user
+blocks when no user message carries them. :func:`render` renders that list for the format;
+:func:`render_request` adds the tools and the cache marks (:mod:`convmem.policy.controls`). An
+OpenAI context built from what the window caches skips the list: it copies the window's rendered
+Chat dicts (a C-level slice) and renders only what changes (the system parts, the carrier, the
+inputs). What goes out: the request's messages and, for Anthropic, its ``system``; with
+:func:`render_request`, its tools and other keyword arguments too.
 """
 
 from __future__ import annotations
