@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from convmem import Memory, Message, StaticBlock, ToolCall
+from convmem import CallableBlock, Memory, Message, StaticBlock, ToolCall
 from convmem.policy.draft import SUMMARY_TAG, summary_message
 from tests._quick import examples
 from tests.validators import validate_context
@@ -36,6 +36,20 @@ ATTACKS = (
 )
 _OPEN = re.compile(r"<\s*" + SUMMARY_TAG, re.IGNORECASE)
 _CLOSE = re.compile(r"<\s*/\s*" + SUMMARY_TAG, re.IGNORECASE)
+
+
+class TurnClock(CallableBlock):
+    """The application's own per-turn system text (a clock): it puts a system message after the stable ones."""
+
+    per_turn = True
+
+    def __init__(self) -> None:
+        self.turns = 0
+        super().__init__("clock", self._tick, priority=1)
+
+    def _tick(self) -> str:
+        self.turns += 1
+        return f"Turn {self.turns}."
 
 
 class EchoSummarizer:
@@ -122,9 +136,10 @@ def _check(context: Any, summarized: bool) -> None:
     strategy=st.sampled_from(["summary_buffer", "compaction"]),
     llm=st.booleans(),
     pinned=st.booleans(),
+    clock=st.booleans(),
 )
 def test_no_user_tool_or_model_text_reaches_a_system_role(
-    batches: list[list[Message]], strategy: str, llm: bool, pinned: bool
+    batches: list[list[Message]], strategy: str, llm: bool, pinned: bool, clock: bool
 ) -> None:
     options: dict[str, Any] = {"max_tokens": 150, "keep_recent_tokens": 60} if strategy == "summary_buffer" else {}
     if strategy == "compaction":
@@ -134,7 +149,8 @@ def test_no_user_tool_or_model_text_reaches_a_system_role(
         strategy=strategy,
         strategy_options=options,
         summarizer=EchoSummarizer() if llm else None,  # None: the default ExtractiveSummarizer
-        blocks=[StaticBlock("rules", "Answer briefly.", priority=1)],  # the application's own: system is earned
+        # the application's own text: its system role is earned
+        blocks=[StaticBlock("rules", "Answer briefly.", priority=1), *([TurnClock()] if clock else [])],
     )
     if pinned:
         memory.add(Message(role="system", content="You are a helpful assistant."))
