@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from convmem.formats import parse_messages
+from convmem.server.tenancy import Scope
+from convmem.session import SessionState
 from convmem.tokens import counter_for
 
 from .conftest import Api
@@ -48,3 +50,20 @@ def test_forged_counts_in_an_import_never_exceed_the_budget(api: Api) -> None:
     sent = sum(counter.count_message(m) for m in messages) + counter.reply_priming
     assert sent <= 600 - 100
     assert context["account"]["window"] + context["account"]["pinned"] <= sent
+
+
+def test_a_damaged_session_is_a_named_conflict_not_a_retry(api: Api) -> None:
+    sid = session(api, model="gpt-4o")
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    add(api, sid, {"role": "user", "content": "look"}, {"role": "assistant", "content": None, "tool_calls": [call]})
+    add(api, sid, {"role": "tool", "tool_call_id": "c1", "content": "found"})
+    scope = Scope("tenant-a", "alice")
+    store, key = api.service.sessions.store, scope.store_session(sid)
+    loaded = store.load(key, user_id=scope.store_user)
+    broken = SessionState(2, -1, 0, None, dict(loaded.state.stats), loaded.state.version)  # starts at the result
+    store.save_state(key, broken, expected_version=loaded.state.version, user_id=scope.store_user)
+    answer = post(api, f"/v1/sessions/{sid}/context{A}", {"format": "openai"})
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["type"].endswith("damaged-session")
+    assert answer.json()["session_id"] == sid  # the client's id: the tenant's namespace is scrubbed
+    assert "tenant-a" not in answer.text

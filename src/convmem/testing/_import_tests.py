@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ..errors import InvalidMessageError, SessionNotFoundError, StoreError
+from ..errors import DamagedSessionError, InvalidMessageError, SessionNotFoundError, StoreError
 from ..formats import parse_messages
 from ..memory import Memory
 from ..messages import PINNED_ROLES, Message, StoredMessage, ToolCall
@@ -161,5 +161,6 @@ class ImportTests:
         loaded = store.load("loop", user_id="u")
         broken = SessionState(2, -1, 0, None, dict(loaded.state.stats), loaded.state.version)
         store.save_state("loop", broken, expected_version=loaded.state.version, user_id="u")  # what no add made
-        with pytest.raises(StoreError, match=r"session 'loop'.*seq 2.*does not follow"):
+        with pytest.raises(DamagedSessionError, match=r"session 'loop'.*seq 2.*does not follow") as info:
             Memory.open("loop", store=store, user_id="u")
+        assert info.value.session_id == "loop"
