@@ -241,8 +241,8 @@ def test_summary_buffer_is_incremental_and_records_its_range() -> None:
     summarized = memory.messages("summarized")
     assert [m.id for m in summarized] == [m.id for m in added[: len(summarized)]]
     ctx = memory.context()
-    assert ctx.messages[0]["role"] == "system"
-    assert ctx.messages[0]["content"].startswith("Summary of the earlier conversation (messages 0-")
+    assert ctx.messages[0]["role"] == "user"  # a summary is quoted as data, never given the system's role
+    assert ctx.messages[0]["content"].startswith('<earlier-conversation-summary messages="0-')
     assert f"covers {len(summarized)} messages" in ctx.messages[0]["content"]
     assert memory.stats().summaries == len(summarizer.calls)
 
@@ -279,7 +279,8 @@ def test_compaction_keeps_the_newest_turn() -> None:
     for i in range(12):
         memory.add_many([user(f"question {i} " * 3), assistant(f"answer {i} " * 3)])
     ctx = memory.context()
-    assert next(m["role"] for m in ctx.messages) == "system"
+    assert ctx.messages[0]["role"] == "user"  # the summary's note, before the window
+    assert ctx.messages[0]["content"].startswith("<earlier-conversation-summary")
     assert ctx.messages[-2]["content"].startswith("question 11")
 
 

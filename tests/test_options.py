@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convmem import AsyncMemory, Memory
-from convmem.errors import ConfigurationError
+from convmem import AsyncMemory, Memory, Message
+from convmem.errors import ConfigurationError, InvalidMessageError, StoreError
+from convmem.limits import DEPTH_CEILING, SIZE_CEILING, Limits
 from convmem.longterm.blocks.base import StaticBlock
 from convmem.memory import AsyncEvictionSink, EvictionSink, Options
 from convmem.memory._base import MemoryBase
@@ -149,6 +150,8 @@ STRATEGIES = st.sampled_from(
     on_overflow=st.sampled_from(["truncate", "raise"]),
     format=st.sampled_from(["openai", "anthropic", "responses"]),
     given_budget=st.none() | st.integers(2_000, 100_000),
+    limits=st.none() | st.builds(Limits, st.integers(1, DEPTH_CEILING), st.integers(1, SIZE_CEILING)),
+    breakpoints=st.sampled_from([True, False, "automatic"]),
 )
 def test_the_saved_config_reopens_the_same_options_and_given_ones_win(
     strategy: tuple[str, dict[str, Any]],
@@ -158,9 +161,13 @@ def test_the_saved_config_reopens_the_same_options_and_given_ones_win(
     on_overflow: Any,
     format: Any,
     given_budget: int | None,
+    limits: Limits | None,
+    breakpoints: Any,
 ) -> None:
     name, strategy_options = strategy
     made = Options(
+        limits=limits,
+        cache_breakpoints=breakpoints,
         max_tokens=budget,
         max_output_tokens=reserve,
         strategy=name,
@@ -172,9 +179,52 @@ def test_the_saved_config_reopens_the_same_options_and_given_ones_win(
     state: SessionState = initial_state(made)
     merged, unfolded = open_options(state, {}, None)
     assert Options(**merged).config() == made.config()
+    assert (Options(**merged).limits, Options(**merged).cache_breakpoints) == (limits, breakpoints)
     assert unfolded == (10_000 if name in ("summary_buffer", "compaction") else 0)
     if given_budget is not None:
         merged, _ = open_options(state, {"max_tokens": given_budget}, None)
         assert Options(**merged).config() == {**made.config(), "max_tokens": given_budget}
     merged, _ = open_options(state, {"strategy": "token_budget"}, None)
     assert "strategy_options" not in merged  # another strategy's options would not apply
+
+
+def _deep(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def test_limits_and_cache_breakpoints_are_saved_with_the_session_and_applied_by_import(tmp_path: Path) -> None:
+    from convmem.stores import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    memory = Memory(
+        "claude-sonnet-4-5", store=store, session_id="s", limits=Limits(max_depth=4), cache_breakpoints=False
+    )
+    memory.add({"role": "system", "content": "Be brief."})
+    memory.add_many([Message(role="user", content="hi", metadata=_deep(4)), Message(role="assistant", content="ok")])
+    store.close()
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    reopened = Memory.open("s", store=store)
+    assert (reopened.options.limits, reopened.options.cache_breakpoints) == (Limits(max_depth=4), False)
+    with pytest.raises(InvalidMessageError, match="4"):
+        reopened.add(Message(role="user", content="deeper", metadata=_deep(5)))
+    request = reopened.context(format="anthropic").request()
+    assert "cache_control" not in repr(request), "a session that turned its breakpoints off stays off"
+    # An import checks each message against the session's own limits, and the defaults when it saved none.
+    lines = store.export_jsonl("s").decode().splitlines()
+    deeper = lines[2].replace('"metadata":{"a":{"a":{"a":{}}}}', '"metadata":{"a":{"a":{"a":{"a":{}}}}}')
+    assert deeper != lines[2]
+    store.delete_session("s")
+    with pytest.raises(StoreError, match=r"line 3: .*metadata.*4"):
+        store.import_jsonl("\n".join([lines[0], lines[1], deeper, *lines[3:]]) + "\n")
+    store.import_jsonl("\n".join(lines) + "\n")
+    plain = Memory(max_tokens=2_000, store=store, session_id="plain")
+    plain.add({"role": "user", "content": "hi"})
+    exported = store.export_jsonl("plain").decode().splitlines()
+    store.delete_session("plain")
+    line = exported[1].replace('"content":"hi"', '"content":"hi","metadata":' + __import__("json").dumps(_deep(100)))
+    with pytest.raises(StoreError, match=r"line 2: .*metadata.*64"):  # the default, though the ceiling is 256
+        store.import_jsonl(exported[0] + "\n" + line + "\n")
+    store.close()

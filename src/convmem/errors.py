@@ -16,6 +16,7 @@ they enter the library, in one place per adapter::
      |   |- SessionNotFoundError (KeyError)
      |   |- AmbiguousSessionError          lists the matching ids
      |   |- SessionLostError               a session a writer was using vanished (reset server, deleted)
+     |   |- DamagedSessionError            a stored session no add could have made (names the session)
      |   |- MissingDatabaseError           a read-only command pointed at a database that does not exist
      |   `- ConflictError                  an optimistic check lost, or a message id holds other content
      |       `- StaleSessionError          another writer changed the session first: catch up, retry
@@ -53,6 +54,7 @@ __all__ = [
     "ConflictError",
     "ContextOverflowError",
     "ConvmemError",
+    "DamagedSessionError",
     "InvalidFactError",
     "InvalidMessageError",
     "LLMError",
@@ -203,6 +205,16 @@ class SessionLostError(StoreError):
     """
 
 
+class DamagedSessionError(StoreError):
+    """A stored session that no ``add`` could have made (a window that starts at a tool result, a result that
+    answers no call): written around the library. Opening it is refused, naming the session; nothing is changed.
+    """
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r}: {reason}")
+
+
 class MissingDatabaseError(StoreError):
     """A command that only reads was pointed at a database that does not exist (nothing was created)."""
 
@@ -300,6 +312,7 @@ PROBLEMS: Mapping[type[ConvmemError], Problem] = {
     SessionNotFoundError: Problem(404, "not-found", "Not found", ("session_id",)),
     AmbiguousSessionError: Problem(409, "ambiguous-session", "Ambiguous session id", ("prefix", "matches")),
     SessionLostError: Problem(409, "session-lost", "Session lost"),
+    DamagedSessionError: Problem(409, "damaged-session", "Damaged session", ("session_id",)),
     MissingDatabaseError: Problem(404, "missing-database", "No such database", hidden="the database does not exist"),
     ConflictError: Problem(409, "conflict", "Conflict"),
     StaleSessionError: Problem(409, "stale-session", "Another writer changed the session"),

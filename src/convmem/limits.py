@@ -43,6 +43,8 @@ __all__ = [
     "check_limits",
     "check_text",
     "json_text_depth",
+    "limits_config",
+    "saved_limits",
 ]
 
 DEPTH_CEILING = 256
@@ -71,6 +73,24 @@ class Limits:
 
 
 CEILINGS = Limits(DEPTH_CEILING, SIZE_CEILING)
+
+
+def limits_config(limits: Limits) -> dict[str, int]:
+    """``limits`` as saved with a session's options (JSON)."""
+    return {"max_depth": limits.max_depth, "max_message_bytes": limits.max_message_bytes}
+
+
+def saved_limits(value: object) -> Limits | None:
+    """The :class:`Limits` a session's saved options hold (:func:`limits_config`), None when they hold none.
+
+    Raises:
+        ConfigurationError: the saved value is not such an object, or out of range.
+    """
+    if value is None or isinstance(value, Limits):
+        return value
+    if not isinstance(value, Mapping) or not set(value) <= {"max_depth", "max_message_bytes"}:
+        raise ConfigurationError(f"saved limits must be an object of max_depth and max_message_bytes, got {value!r}")
+    return Limits(**value)
 
 
 def check_text(value: str, field: str) -> int:

@@ -26,9 +26,15 @@ from typing import Any, Literal, TypeAlias
 
 from .messages import PINNED_ROLES, Message, StoredMessage
 
-__all__ = ["LoadedSession", "MessageStatus", "SessionInfo", "SessionState", "SummaryRecord", "status_of"]
+__all__ = ["COUNTED_KEY", "LoadedSession", "MessageStatus", "SessionInfo", "SessionState", "SummaryRecord", "status_of"]
 
 MessageStatus: TypeAlias = Literal["pinned", "active", "archived", "summarized", "cleared"]
+
+
+#: Where a session's state (``stats``) names the counter that made every token count it stores
+#: (``TokenCounter.name``): a memory with that counter believes them, any other recounts what it sends, and an
+#: import drops the name (an export's counts are not believed). A session written by two counters names none.
+COUNTED_KEY = "counted_by"
 
 
 @dataclass(frozen=True, slots=True)

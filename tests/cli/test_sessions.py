@@ -136,3 +136,20 @@ def test_errors_are_reported_with_exit_code_2(db: str, tmp_path: Path) -> None:
     assert code == 2
     assert "garbage.db" in out
     assert invoke("import", str(tmp_path / "missing.jsonl"), "--db", db)[0] == 2
+
+
+def test_an_import_that_add_would_refuse_is_refused_whole(db: str, tmp_path: Path) -> None:
+    exported = tmp_path / "weather.jsonl"
+    invoke("export", "weather01", "--db", db, "-o", str(exported))
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    del lines[3]  # seq 2, the call that seq 3 answers: line 4 is now a result that answers no call
+    lines[0]["messages"] -= 1
+    broken = tmp_path / "orphan.jsonl"
+    broken.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    fresh = str(tmp_path / "fresh.db")
+    code, out = invoke("import", str(broken), "--db", fresh)
+    assert code == 2
+    assert "line 4" in out
+    assert "does not follow an assistant message that called it" in out
+    assert "nothing was imported" in out
+    assert json.loads(invoke("list", "--db", fresh, "--json")[1]) == []

@@ -124,7 +124,7 @@ def test_the_demo_summary_of_the_shipped_agent_session_says_what_was_asked_and_f
     for message in messages[2:]:
         memory.add(message)
     summary = memory.context().messages[1]["content"]
-    lines = summary.splitlines()[2:]
+    lines = summary.splitlines()[3:-1]  # the note's tag and preamble, the extractive header, the closing tag
     assert lines[0].startswith(HEADER) is False
     raw = [line for line in lines if _RAW.match(line.partition(": ")[2])]
     assert len(raw) <= len(lines) // 10  # was 41 of 46 lines of CSV rows, query plans and log lines

@@ -22,7 +22,7 @@ def _texts(messages: list[Message]) -> list[str]:
     return [m.text for m in messages]
 
 
-def test_the_order_is_pinned_stable_blocks_summary_per_turn_blocks_window_inputs() -> None:
+def test_the_order_is_pinned_stable_blocks_per_turn_blocks_summary_window_inputs() -> None:
     built = window(user(1, "hi"), assistant(1, "hello"), pinned=["pin"])
     message = summary_message("before", 0, 0)
     summary = SummaryText("before", 0, 0, WORDS.count_message(message), message)
@@ -31,11 +31,12 @@ def test_the_order_is_pinned_stable_blocks_summary_per_turn_blocks_window_inputs
     assembly = request(built, summary=summary, blocks=blocks, inputs=inputs(asked))
     draft = first_draft(assembly)
     out = ordered(assembly, draft, span(built, draft))
+    assert [m.role for m in out[:4]] == ["system", "system", "system", "user"]
     assert _texts(out) == [
         "pin",
         "<rules>\nrules\n</rules>",
-        message.text,
         "<turn>\nturn\n</turn>",
+        message.text,  # a user note after every system message
         "hi",
         "hello",
         "<recall>\nrecall\n</recall>\nask",  # the input carries the user blocks, as a text part of their own

@@ -48,7 +48,7 @@ from ..policy.prefix import Layout, carry_blocks
 from ..policy.strategies import Plan, Strategy
 from ..policy.truncate import truncate_text
 from ..policy.units import Entry, Unit, Window
-from ..session import LoadedSession, SessionState, SummaryRecord
+from ..session import COUNTED_KEY, LoadedSession, SessionState, SummaryRecord
 from ..tokens import Calibration
 from ..usage import USAGE_KEYS, Stats, fresh_counts
 from ._intake import MessageLike, new_id, parse_all, rendered_alone, resolve_counter
@@ -107,6 +107,7 @@ class MemoryCore:
         self._evicted: list[LeftOut] = []
         self.counts: dict[str, Any] = fresh_counts()
         self.counts[CONFIG_KEY] = options.config()  # what the session saves (a reopened one keeps its own)
+        self.counts[COUNTED_KEY] = self.counter.name  # whose counts the rows it stores hold (restore checks it)
         self.saved_usage: dict[str, Any] = {key: self.counts[key] for key in USAGE_KEYS}  # as the store has it
         # A calibrated counter's counts change when it learns; the window is recounted before its next use.
         calibration = getattr(self.counter, "calibration", None)
@@ -371,6 +372,21 @@ class MemoryCore:
         self.saved_usage = {key: self.counts[key] for key in USAGE_KEYS}
         self.summary, self.unfolded, self.next_seq = resumed.summary, resumed.unfolded, resumed.next_seq
         self._counted_version = None  # stored counts may come from another calibration: recount before use
+        own = self.counter.name
+        if self.counts.get(COUNTED_KEY) != own:
+            # Counts are the memory's own: another model's or counter's, an import's (which names none) or a
+            # forged one never decide this memory's budget. What it sends is recounted: O(window), never the
+            # archive. From now on the session holds two counters' counts (unless it holds none yet), so the
+            # state says it names none; stage() writes that with the next append.
+            self.recount_window()
+            self.counts[COUNTED_KEY] = own if not loaded.info.message_count else None
+
+    def recount_window(self) -> None:
+        """Count the pinned messages, the window and the summary again with this memory's counter."""
+        count = self.counter.count_message
+        self.window.recount(count)
+        if self.summary is not None:
+            self.summary = replace(self.summary, tokens=count(self.summary.message))
 
 
 def _persistable(counts: Mapping[str, Any]) -> dict[str, Any]:

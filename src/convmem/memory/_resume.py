@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import DamagedSessionError, InvalidMessageError
 from ..messages import Message, StoredMessage
 from ..policy.draft import SummaryText, summary_message
 from ..policy.units import Entry, Unit, Window
@@ -35,11 +36,21 @@ class Resumed:
 
 
 def resume(loaded: LoadedSession, rendered_alone: Callable[[Message], Any]) -> Resumed:
-    """The window, summary and stats of what the store read (``rendered_alone``: a message's cached Chat dict)."""
+    """The window, summary and stats of what the store read (``rendered_alone``: a message's cached Chat dict).
+
+    Raises:
+        DamagedSessionError: the stored window is no conversation ``add`` could have made (it starts at a tool result,
+            a result answers no call, a call is unanswered before the next message), naming the session.
+    """
     window = Window()
     counts = fresh_counts() | dict(loaded.state.stats)
     counts["warnings"] = list(counts["warnings"])
     for stored in sorted([*loaded.pinned, *loaded.window], key=lambda s: s.seq):
+        try:
+            window.check(stored.message)  # O(1): what was stored is believed only as far as add's rules hold
+        except InvalidMessageError as exc:
+            reason = f"its stored window cannot be sent (seq {stored.seq}: {exc.reason})"
+            raise DamagedSessionError(loaded.info.id, reason) from None
         entry = Entry(stored.seq, stored.message, stored.tokens)
         entry.rendered = rendered_alone(stored.message)
         window.push(entry)

@@ -28,7 +28,7 @@ from typing import Any
 from ..messages import Message
 from ..policy.assembly import SummaryText
 from ..policy.units import Entry, Unit
-from ..session import LoadedSession, SessionState
+from ..session import COUNTED_KEY, LoadedSession, SessionState
 from ..usage import USAGE_KEYS
 from ._compaction import compact, compaction_in
 from ._core import MemoryCore
@@ -178,7 +178,10 @@ def stage(core: MemoryCore, prepared: Sequence[tuple[Message, int]], *, recheck:
         fold = fold or plan.fold
     # The state goes with the append when it changes: on the first message (so the options are saved
     # with the session), on an eviction, and when usage counted since the last save is still unsaved.
-    write = bool(evicted) or start == 0 or unsaved(core)
+    # And when the rows it writes are counted by another counter than the one the stored state names.
+    write = (
+        bool(evicted) or start == 0 or unsaved(core) or core.counts[COUNTED_KEY] != core.state.stats.get(COUNTED_KEY)
+    )
     state = core.state_to_save() if write else None
     return Staged(seqs, entries, evicted, fold, state, start, core.state.version, before, at, compacted)
 

@@ -18,8 +18,10 @@ memory that created it::
 Saved are the plain options of :data:`SAVED`, and the strategy by name with
 its plain options; objects (a summarizer, a counter, blocks, sinks) cannot be
 saved, and a strategy object is saved by its name and plain attributes. The
-tools and the cache options are the app's, as its blocks are: ``Memory.open``
-takes them again.
+:class:`~convmem.limits.Limits` are saved as an object (and an import checks the
+session's messages against them), and so is ``cache_breakpoints`` (a session that
+turned them off stays off). The tools and the other cache options are the app's,
+as its blocks are: ``Memory.open`` takes them again.
 Saving another option is a change of :data:`SAVED` (plus a codec in
 :meth:`Options.config` and :func:`stored_config` if its value is not plain).
 """
@@ -34,7 +36,7 @@ from typing import Any, Literal
 from ..errors import ConfigurationError
 from ..formats import FORMATS, Format
 from ..formats.tool_definitions import ToolDefinition, parse_tools
-from ..limits import Limits
+from ..limits import Limits, limits_config, saved_limits
 from ..longterm.blocks.base import Block
 from ..policy.assembly import BlockText, Overflow
 from ..policy.blockfit import PER_TURN_LOW_WATERMARK, any_per_turn
@@ -60,7 +62,14 @@ __all__ = [
 
 CONFIG_KEY = "config"  # where the saved options live in a session's state (``state.stats``)
 #: The options saved as they are (plain JSON values), in the order they are saved; the strategy follows them.
-SAVED: tuple[str, ...] = ("max_tokens", "max_output_tokens", "on_overflow", "summary_max_tokens", "format")
+SAVED: tuple[str, ...] = (
+    "max_tokens",
+    "max_output_tokens",
+    "on_overflow",
+    "summary_max_tokens",
+    "format",
+    "cache_breakpoints",
+)
 FOLDING = ("summary_buffer", "compaction")  # the strategies that fold evictions into a summary
 UNFOLDED_LIMIT = 10_000  # archived-but-unfolded rows a folding memory re-reads on open (a failed summary's queue)
 _STRATEGY_ATTRIBUTES = ("max_tokens", "keep_recent_tokens", "max_messages", "keep_turns", "low_watermark")
@@ -210,6 +219,8 @@ class Options:
     def config(self) -> dict[str, Any]:
         """The JSON-able options saved with the session: :data:`SAVED` and the strategy with its plain options."""
         config = {name: getattr(self, name) for name in SAVED if getattr(self, name) is not None}
+        if self.limits is not None:
+            config["limits"] = limits_config(self.limits)
         strategy = self.strategy
         if isinstance(strategy, str):
             plain = {k: v for k, v in (self.strategy_options or {}).items() if _jsonable(v)}
@@ -293,7 +304,10 @@ def stored_config(state: SessionState) -> dict[str, Any]:
     config = state.stats.get(CONFIG_KEY)
     if not isinstance(config, Mapping):
         return {}
-    return {k: v for k, v in config.items() if k in _NAMES}  # a foreign key is no option
+    saved = {k: v for k, v in config.items() if k in _NAMES}  # a foreign key is no option
+    if "limits" in saved:
+        saved["limits"] = saved_limits(saved["limits"])
+    return saved
 
 
 def initial_state(options: Options) -> SessionState:

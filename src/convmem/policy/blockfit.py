@@ -45,7 +45,7 @@ class BlockText:
     """A block's text for this turn: lower ``priority`` numbers are kept longer; 0 is never cut.
 
     ``position`` ``"system"`` renders it into a system message (after the pinned
-    ones, or after the summary if ``per_turn``); ``"user"`` prepends it (as its own
+    ones, or after those if ``per_turn``, before the summary's note); ``"user"`` prepends it (as its own
     text part) to the latest user message, else sends it as a user message at the
     end of the request: never in a system message.
 

@@ -5,7 +5,8 @@ template that renders them, and the messages a request sends (the inputs, the wi
 What happens: the blocks are laid out so that the request's prefix stays the same from turn to turn
 (providers bill a repeated prefix at a discount). A ``"system"`` block that changes rarely goes into
 one system message right after the pinned ones; a ``"system"`` block that changes every turn
-(``per_turn``, e.g. recall) into a second system message after the running summary; the ``"user"``
+(``per_turn``, e.g. recall) into a second system message after it (the running summary, a user note,
+follows every system message: :mod:`convmem.policy.render`); the ``"user"``
 blocks are prepended, as their own text part, to the latest user message (the *carrier*: the input's,
 or the newest user message of the window, even when tool calls and results follow it), or, when
 there is none, sent as a user message of their own at the end of the request. A ``"user"`` block

@@ -29,8 +29,8 @@ class Layout(NamedTuple):
     """What a context is made of, in order, by identity.
 
     Attributes:
-        system: ``(key, tokens)`` of the pinned messages, the stable blocks, the summary and the
-            per-turn system blocks, in that order (key None and 0 tokens when absent).
+        system: ``(key, tokens)`` of the pinned messages, the stable blocks, the per-turn system blocks
+            and the summary, in that order (key None and 0 tokens when absent).
         first: the seq of the first window message sent, or None.
         last: the seq of the last window message sent, or None.
         carrier: the seq of the window message the user blocks ride on, or None.
@@ -175,16 +175,16 @@ def describe(
     inputs: Sequence[tuple[Message, int]],
     request_end: int,
 ) -> tuple[Layout, Stable]:
-    """The layout and the breakpoints of a context sent in the order pinned, stable blocks, summary,
-    per-turn system blocks, window (``n_window`` messages), inputs, trailing user blocks."""
+    """The layout and the breakpoints of a context sent in the order pinned, stable blocks, per-turn
+    system blocks, summary, window (``n_window`` messages), inputs, trailing user blocks."""
     carrier = placed.carrier
     input_tokens = sum([t for _, t in inputs]) if inputs else 0
     layout = Layout(
         (
             pinned,
             (placed.stable.content if placed.stable else None, placed.stable_tokens),
-            summary,
             (placed.turn.content if placed.turn else None, placed.turn_tokens),
+            summary,  # a user note after every system message (policy/render.py)
         ),
         window_range[0] if window_range else None,
         window_range[1] if window_range else None,
@@ -208,9 +208,13 @@ def describe(
     elif placed.trailing is not None:
         carrier_mark = (request_end - placed.user_tokens, first_window + n_window + len(inputs) - 1)
     last_index = first_window + n_window + len(inputs) + (placed.trailing is not None) - 1
+    system_end = (system_tokens, heads - 1)
+    if placed.turn is not None:  # the summary follows the per-turn system blocks: the stable part ends before them
+        stable_heads = pinned_count + (placed.stable is not None)
+        system_end = (pinned[1] + placed.stable_tokens, stable_heads - 1 if stable_heads > pinned_count else -1)
     stable = stable_marks(
         pinned=(pinned[1], pinned_count - 1 if heads > pinned_count else -1),
-        system_end=(system_tokens, heads - 1),
+        system_end=system_end,
         per_turn_system=placed.turn is not None,
         carrier=carrier_mark,
         end=(request_end, last_index),

@@ -2,13 +2,14 @@
 
 What comes in: a :class:`~convmem.policy.draft.Draft` that fits, and where Anthropic's cache marks go.
 What happens: :func:`ordered` lays the messages out: the pinned messages, the stable system blocks,
-the running summary, the per-turn system blocks, the window units sent (the user blocks prepended to
-their carrier), the inputs, and the trailing user blocks when no user message carries them.
-:func:`render` renders that list for the format; :func:`render_request` adds the tools and the cache
-marks (:mod:`convmem.policy.controls`). An OpenAI context built from what the window
-caches skips the list: it copies the window's rendered Chat dicts (a C-level slice) and renders only
-what changes (the system parts, the carrier, the inputs). What goes out: the request's messages and,
-for Anthropic, its ``system``; with :func:`render_request`, its tools and other keyword arguments too.
+the per-turn system blocks, the running summary (a user-position note, never a system message), the
+window units sent (the user blocks prepended to their carrier), the inputs, and the trailing user
+blocks when no user message carries them. :func:`render` renders that list for the format;
+:func:`render_request` adds the tools and the cache marks (:mod:`convmem.policy.controls`). An
+OpenAI context built from what the window caches skips the list: it copies the window's rendered
+Chat dicts (a C-level slice) and renders only what changes (the system parts, the carrier, the
+inputs). What goes out: the request's messages and, for Anthropic, its ``system``; with
+:func:`render_request`, its tools and other keyword arguments too.
 """
 
 from __future__ import annotations
@@ -177,9 +178,11 @@ def _item_end(format: str, messages: list[Message], index: int, total: int) -> i
 
 
 def _system_parts(draft: Draft) -> list[Message]:
-    """The system messages after the pinned ones: stable blocks, the summary, per-turn blocks."""
+    """What comes after the pinned messages and before the window: the stable system blocks, the per-turn system
+    blocks, the summary (a user note, :func:`~convmem.policy.draft.summary_message`, or a provider's compaction)."""
     placed, summary = draft.placed, draft.summary
-    return [m for m in (placed.stable, summary and summary.message, placed.turn) if m]
+    # Every system message comes before the note (some chat templates take system messages only at the start).
+    return [m for m in (placed.stable, placed.turn, summary and summary.message) if m]
 
 
 def _from_cache(

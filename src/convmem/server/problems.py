@@ -25,6 +25,7 @@ SessionNotFoundError     404     ``not-found`` (+ session_id)
 MissingDatabaseError     404     ``missing-database``
 AmbiguousSessionError    409     ``ambiguous-session`` (+ prefix, matches)
 SessionLostError         409     ``session-lost``
+DamagedSessionError      409     ``damaged-session`` (+ session_id)
 ConflictError            409     ``conflict``
 StaleSessionError        409     ``stale-session``
 StoreError               503     ``store-unavailable``

@@ -14,6 +14,16 @@ next seq, and its state with the version. It holds no ``user_id``: the user is
 the namespace the file is imported into. A fork is exported with the history
 it shares, so the file stands alone. Importing parses and checks every line
 before anything is written; the first bad line is reported by number.
+
+An import obeys the rules of ``add``: each message keeps the session's own
+:class:`~convmem.limits.Limits` (saved with its options; the defaults when none
+are), the messages in seq order make a valid conversation (every tool result
+follows the call it answers, no call is left unanswered before the next message;
+only the newest may still await results), the state's window starts at a unit,
+and a stored summary message is a provider's compaction (an assistant message),
+never a system one. The token counts an export carries are not believed: the
+marker that says which counter made them (``counted_by``) is dropped, so a memory
+opening the session recounts what it sends (:mod:`convmem.memory._resume`).
 """
 
 from __future__ import annotations
@@ -23,10 +33,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import InvalidMessageError, StoreError
-from ..limits import CEILINGS, MAX_INT, Limits, check_int, check_json, check_limits, check_text
-from ..messages import StoredMessage
-from ..session import SessionInfo, SessionState
+from ..errors import ConfigurationError, InvalidMessageError, StoreError
+from ..formats._native import compaction_of
+from ..limits import MAX_INT, Limits, check_int, check_json, check_limits, check_text, saved_limits
+from ..messages import PINNED_ROLES, StoredMessage
+from ..policy.units import Window
+from ..session import COUNTED_KEY, SessionInfo, SessionState
 from ._record import SessionRecord
 from .codec import (
     decode_datetime,
@@ -60,7 +72,7 @@ def export_header(info: SessionInfo, state: SessionState, next_seq: int) -> byte
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "session": session,
-        "state": encode_state(state, with_version=True),
+        "state": encode_state(_uncounted(state), with_version=True),
         "messages": info.message_count,
     }
     return (dumps(header) + "\n").encode()
@@ -167,12 +179,13 @@ def _header(line: bytes) -> tuple[Imported, int]:
     ), count
 
 
-def parse_export(data: bytes | str, limits: Limits = CEILINGS) -> Imported:
+def parse_export(data: bytes | str, limits: Limits | None = None) -> Imported:
     """Parse and check a whole export; raises StoreError naming the first bad line.
 
     Every field of every line is checked before anything is written: the types and ranges of
-    seqs, token counts and the state, and each message against ``limits`` (by default the
-    ceilings, so anything a memory could store can be imported back).
+    seqs, token counts and the state, each message against ``limits`` (by default the session's
+    own, saved with its options, else the defaults: what its ``add`` would take), and the
+    messages as a conversation (see the module docstring).
     """
     raw = data.encode() if isinstance(data, str) else data
     lines = raw.split(b"\n")
@@ -183,6 +196,7 @@ def parse_export(data: bytes | str, limits: Limits = CEILINGS) -> Imported:
     number = 1
     try:
         head, expected = _header(lines[0])
+        limits = limits or _session_limits(head.state)
         rows: list[StoredMessage] = []
         ids: set[str] = set()
         for number, line in enumerate(lines[1:], start=2):  # noqa: B007 - number names the bad line
@@ -201,6 +215,13 @@ def parse_export(data: bytes | str, limits: Limits = CEILINGS) -> Imported:
             raise ValueError(f"the token counts add up to more than {MAX_INT}")
         if len(rows) != expected:
             raise ValueError(f"the header announces {expected} messages but the data holds {len(rows)} (truncated?)")
+        try:
+            Window().check_batch([r.message for r in rows])  # the order add keeps, pairing and roles
+        except InvalidMessageError as exc:
+            number = (exc.index or 0) + 2
+            raise ValueError(exc.reason) from None
+        number = 1
+        _check_state(head.state, rows, head.next_seq)
     except (ValueError, KeyError, TypeError, AttributeError, InvalidMessageError) as exc:
         reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise StoreError(f"import: line {number}: {reason}; nothing was imported") from None
@@ -209,4 +230,42 @@ def parse_export(data: bytes | str, limits: Limits = CEILINGS) -> Imported:
             f"import: line 1: stats.last_seq {head.state.stats['last_seq']} is not below next_seq {head.next_seq};"
             " nothing was imported"
         )
-    return replace(head, rows=rows)
+    return replace(head, rows=rows, state=_uncounted(head.state))  # its counts are not believed
+
+
+def _uncounted(state: SessionState) -> SessionState:
+    """``state`` without the name of the counter its counts are believed to be (:data:`COUNTED_KEY`).
+
+    An export never carries it (so export, import, export is byte for byte) and an import drops it: whoever wrote
+    the file, its counts are not a memory's own, and the memory that opens the session recounts what it sends.
+    """
+    if COUNTED_KEY not in state.stats:
+        return state
+    return replace(state, stats={k: v for k, v in state.stats.items() if k != COUNTED_KEY})
+
+
+def _session_limits(state: SessionState) -> Limits:
+    """The limits the session's saved options name (the defaults when they name none)."""
+    config = state.stats.get("config")
+    try:
+        return saved_limits(config.get("limits") if isinstance(config, Mapping) else None) or Limits()
+    except ConfigurationError as exc:
+        raise ValueError(f"state.stats.config.limits: {exc}") from None
+
+
+def _check_state(state: SessionState, rows: list[StoredMessage], next_seq: int) -> None:
+    """The state's positions fit the rows: ranges, a window that starts at a unit, a compaction as the summary."""
+    for name, value in (("window_start", state.window_start), ("pinned_start", state.pinned_start)):
+        if not 0 <= value <= next_seq:
+            raise ValueError(f"state.{name} {value} is outside 0..next_seq {next_seq}")
+    first = next((r for r in rows if r.seq >= state.window_start and r.message.role not in PINNED_ROLES), None)
+    if first is not None and first.message.role == "tool":
+        raise ValueError(
+            f"state.window_start {state.window_start} starts the window at a tool result (seq {first.seq}),"
+            " inside the unit of its call"
+        )
+    summary = state.summary
+    if summary is not None and summary.message is not None:
+        message = summary.message
+        if message.role != "assistant" or not message.extra or not compaction_of(message.extra):
+            raise ValueError("state.summary.message must be a provider's compaction (an assistant message)")

@@ -46,6 +46,7 @@ from ..messages import Message
 from ..session import SessionState, SummaryRecord, status_of
 from ..stores.base import AppendRequest, SessionStore, Store
 from ._data import conversations, numbered, rich_messages
+from ._import_tests import ImportTests
 from ._longterm_tests import LongTermTests
 from ._session_tests import SessionTests
 from ._write_tests import WriteTests
@@ -56,7 +57,7 @@ RESUME_EXAMPLES = 3 if os.environ.get("CONVMEM_QUICK") == "1" else 25
 __all__ = ["StoreConformance"]
 
 
-class StoreConformance(WriteTests, SessionTests, LongTermTests):
+class StoreConformance(WriteTests, SessionTests, LongTermTests, ImportTests):
     """The suite. Override :meth:`make_store`; set ``persistent = False`` for a store that lives in memory."""
 
     persistent: ClassVar[bool] = True
