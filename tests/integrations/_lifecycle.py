@@ -369,7 +369,7 @@ class ADKDriver(Driver):
     """ADK's Runner over ``ConvmemSessionService`` and its plugin; the app keeps only the session id.
 
     The service owns the sessions, so it is given the spec's store (not a memory), and it stores the
-    conversation in the convmem session ``adk/<app>/<id>``; it needs a store in this process, so the
+    conversation in the convmem session ``adk:<app>:<id>``; it needs a store in this process, so the
     Client side of the matrix does not apply to it.
     """
 

@@ -201,7 +201,7 @@ async def test_get_session_filters_and_the_refusals(service: ConvmemSessionServi
     with pytest.raises(ConfigurationError, match="needs a user_id"):
         await service.list_sessions(app_name=APP)
     with pytest.raises(ConfigurationError, match="app name"):
-        await service.create_session(app_name="a/b", user_id="alice")
+        await service.create_session(app_name="a:b", user_id="alice")
     await service.delete_session(app_name=APP, user_id="alice", session_id="s1")
     with pytest.raises(AdkSessionNotFoundError):
         await service.append_event(session, Event(author="user", content=user_turn("Turn 9: late")))

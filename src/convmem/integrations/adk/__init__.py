@@ -8,7 +8,7 @@ call sees::
 
     Runner(..., session_service=ConvmemSessionService(store), memory_service=ConvmemMemoryService(store),
            plugins=[ConvmemContextPlugin(sessions)])
-      create_session(app, user, state)  ->  an empty convmem session "adk/<app>/<id>" of that user
+      create_session(app, user, state)  ->  an empty convmem session "adk:<app>:<id>" of that user
       append_event(session, event)      ->  its messages -> memory.add_many(...) (the event id is the
                                             message id: a re-delivered event stores nothing)
                                             the whole event is kept in the first message's metadata
@@ -24,7 +24,7 @@ nothing the model reads (only a state delta, an agent transfer, only non-text pa
 is kept whole in the session's metadata instead, so ``get_session`` still returns it.
 
 State keeps ADK's prefixes: ``app:`` keys in the app's registry session (user None),
-``user:`` keys in the user's registry session (both ``adk/<app>/#...``, never listed),
+``user:`` keys in the user's registry session (``adk#<app>#app`` and ``adk#<app>#user``, never listed),
 the rest in the session's metadata, ``temp:`` keys nowhere (ADK's rule). A state write
 follows the event's messages (two writes, not one: a crash between them keeps the
 event and loses its delta, and a retry of the event writes the delta again); two

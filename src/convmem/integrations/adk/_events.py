@@ -25,10 +25,14 @@ KEY = "adk"  # the metadata key of the event (on messages) and of the ADK fields
 
 
 def session_key(app_name: str, session_id: str) -> str:
-    """The convmem session id of an ADK session (``adk/<app>/<id>``): two apps never share a session."""
-    if not app_name or "/" in app_name or "#" in app_name:
-        raise ConfigurationError(f"an ADK app name must be non-empty, without '/' or '#', got {app_name!r}")
-    return f"adk/{app_name}/{session_id}"
+    """The convmem session id of an ADK session (``adk:<app>:<id>``): two apps never share a session.
+
+    ``:`` is a character the service's session ids allow, so the service (and ``convmem`` CLI) can
+    address an ADK session whose id it allows too.
+    """
+    if not app_name or ":" in app_name or "#" in app_name:
+        raise ConfigurationError(f"an ADK app name must be non-empty, without ':' or '#', got {app_name!r}")
+    return f"adk:{app_name}:{session_id}"
 
 
 def event_messages(event: Event) -> list[Message]:

@@ -30,7 +30,8 @@ _CACHED = 64  # open memories kept per service (an ADK server serves many sessio
 
 
 def _registry(app_name: str, scope: str) -> str:
-    return f"{session_key(app_name, '')}#{scope}"  # '#' is refused in app names, so never an ADK session's key
+    session_key(app_name, "")  # the same check of the app name
+    return f"adk#{app_name}#{scope}"  # outside every ADK session's key (they start "adk:"), so never listed
 
 
 class ConvmemSessionService(BaseSessionService):
@@ -105,7 +106,7 @@ class ConvmemSessionService(BaseSessionService):
                 last_update_time=info.updated_at.timestamp(),
             )
             for info in self.store.list_sessions(user_id=user_id)
-            if info.id.startswith(prefix) and "#" not in info.id[len(prefix) :]
+            if info.id.startswith(prefix)
         ]
         found.sort(key=lambda s: (s.last_update_time, s.id))  # ADK's order: oldest first
         return ListSessionsResponse(sessions=found)
