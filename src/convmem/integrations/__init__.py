@@ -16,6 +16,8 @@ Modules, and the extra each needs:
 * ``integrations.agents``: ``ConvmemSession``, an OpenAI Agents SDK ``Session`` (``convmem[agents]``).
 * ``integrations.langchain``: ``ConvmemChatMessageHistory`` and the LangGraph
   ``budgeted_messages_hook`` (``convmem[langchain]``).
+* ``integrations.langgraph_store``: ``ConvmemStore``, a LangGraph ``BaseStore`` whose items are the
+  user's convmem facts (``convmem[langchain]``).
 * ``integrations.llamaindex``: ``ConvmemMemory``, a LlamaIndex ``BaseMemory`` (``convmem[llamaindex]``).
 * ``integrations.pydantic_ai``: ``ConvmemHistory``, a Pydantic AI capability and history processor
   (``convmem[pydantic-ai]``).
