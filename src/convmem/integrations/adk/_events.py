@@ -69,7 +69,9 @@ def event_messages(event: Event) -> list[Message]:
             out.append(Message(role="user", content="".join(texts), created_at=when))
     keyed = [replace(m, id=event.id if i == 0 else f"{event.id}.{i}") for i, m in enumerate(out)]
     if keyed:
-        keyed[0] = replace(keyed[0], metadata={KEY: {"event": dumped(event)}})
+        # As a JSON string, not an object: the store checks an object's every member on each read, and
+        # pydantic parses a string straight into the Event (together, half of a long session's load).
+        keyed[0] = replace(keyed[0], metadata={KEY: {"event": event.model_dump_json(exclude_none=True)}})
     return keyed
 
 

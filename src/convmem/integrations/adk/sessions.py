@@ -189,7 +189,7 @@ class ConvmemSessionService(BaseSessionService):
 
     def _events(self, key: str, user_id: str, info: SessionInfo) -> list[Event]:
         events = [
-            Event.model_validate(meta["event"])
+            Event.model_validate_json(meta["event"])
             for stored in self.store.messages(key, user_id=user_id)
             if isinstance(meta := stored.message.metadata.get(KEY), Mapping) and "event" in meta
         ]
