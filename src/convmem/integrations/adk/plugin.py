@@ -23,6 +23,10 @@ class ConvmemContextPlugin(BasePlugin):
     pinned messages, the blocks, the running summary) join the instruction. Contents of the
     request that are no session event's (``PreloadMemoryTool``'s memories, an instruction sent
     as user content) are counted too and kept where ADK placed them.
+
+    Known limit: in a multi-agent app ADK shows one agent the others' events rewritten as user
+    contents ("For context: [agent] said ..."); they match no stored event, so they are treated as
+    transient and sent beside the memory's own copy of the same turns. It is tested with one agent.
     """
 
     def __init__(self, sessions: ConvmemSessionService, name: str = "convmem_context") -> None:
