@@ -188,8 +188,11 @@ class ConvmemSessionService(BaseSessionService):
             memory.close()
 
     def _events(self, key: str, user_id: str, info: SessionInfo) -> list[Event]:
+        # Each event is a JSON string (see _events.event_messages); one stored as an object is read too.
         events = [
             Event.model_validate_json(meta["event"])
+            if isinstance(meta["event"], str)
+            else Event.model_validate(meta["event"])
             for stored in self.store.messages(key, user_id=user_id)
             if isinstance(meta := stored.message.metadata.get(KEY), Mapping) and "event" in meta
         ]
