@@ -2,7 +2,8 @@
 """Set up and run convmem from a fresh clone with nothing but python3.
 
     python3 scripts/dev.py demo            # replay the shipped agent session on the embedded default
-    python3 scripts/dev.py test            # lint + format check + strict type check + the whole test suite
+    python3 scripts/dev.py test            # lint + format check + strict type check + the whole test suite,
+                                           # then the TypeScript client's Node tests (skipped without node)
     python3 scripts/dev.py test --quick    # the same checks, and the in-process tests (QUICK below)
     python3 scripts/dev.py bench-check     # the speed gate: instructions per turn against bench/baseline.json
         [--against OTHER_TREE] [--update] [--turns N] [--python PATH]
@@ -161,9 +162,9 @@ def bench_check(args: list[str]) -> None:
         sys.exit(1)
 
 
-def run(*command: str | Path) -> None:
+def run(*command: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> None:
     print("+", " ".join(str(c) for c in command), flush=True)
-    completed = subprocess.run([str(c) for c in command], cwd=ROOT, check=False)
+    completed = subprocess.run([str(c) for c in command], cwd=cwd, env=env, check=False)
     if completed.returncode != 0:
         sys.exit(completed.returncode)
 
@@ -180,6 +181,17 @@ def ensure_venv(extras: str) -> None:
     # pip's own progress (one line per package) shows that the long first install is moving.
     run(BIN / "python", "-m", "pip", "install", "--progress-bar", "off", "-e", f".[{extras}]" if extras else ".")
     marker.write_text(stamp)
+
+
+def typescript_tests() -> None:
+    """The TypeScript client's Node tests, against a live ``convmem serve`` of this venv that they start."""
+    npm = shutil.which("npm")
+    if shutil.which("node") is None or npm is None:
+        print("skipping the TypeScript client's tests (clients/typescript): node and npm are not installed")
+        return
+    package = ROOT / "clients" / "typescript"
+    run(npm, "ci", "--no-audit", "--no-fund", cwd=package)
+    run(npm, "test", cwd=package, env={**os.environ, "CONVMEM_PYTHON": str(BIN / "python")})
 
 
 def main() -> None:
@@ -201,6 +213,8 @@ def main() -> None:
         # in __pycache__ (ignored by git) where the environment asked Python not to write bytecode.
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
         run(BIN / "pytest", "-q", *(QUICK if quick else []), *args)
+        if not quick:
+            typescript_tests()
     elif command == "bench-check":
         bench_check(sys.argv[2:])
     else:

@@ -205,7 +205,20 @@ def _asked(server: Any, before: int) -> None:
 def _given(names: list[str], code: str) -> dict[str, Any]:
     """The framework's own offline test objects, for the names a block takes from its reader."""
     given: dict[str, Any] = {}
-    if "agents" in code:
+    if "google.adk" in code:
+        from google.adk.agents import LlmAgent
+        from google.adk.models.base_llm import BaseLlm
+        from google.adk.models.llm_response import LlmResponse
+        from google.genai import types
+
+        class Hello(BaseLlm):
+            model: str = "hello"
+
+            async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+                yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="Hello!")]))
+
+        given["agent"] = LlmAgent(name="assistant", model=Hello(), instruction="Be brief.")
+    elif "agents" in code:
         from agents import Agent, set_tracing_disabled
         from agents.testing import ModelStep, ScriptedModel, assistant_message
 

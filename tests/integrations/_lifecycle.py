@@ -108,6 +108,7 @@ class Driver:
     sync = True
     system = True
     per_turn = 5  # user, assistant with two calls, two results, answer
+    client = True  # whether it runs on a Client (the service) as well as on a Memory
     in_flight = 0  # messages of the last turn the adapter only sees at the next model call
 
     def __init__(self) -> None:
@@ -123,6 +124,14 @@ class Driver:
 
     async def run(self, start: int, count: int) -> None:
         raise NotImplementedError
+
+    async def open(self, spec: dict[str, Any], *, create: bool) -> Any:
+        """What the driver's adapter is given: the spec's memory (ADK's services take its store instead)."""
+        return await open_memory(spec, create=create, sync=self.sync, system=self.system)
+
+    def stored(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The spec of the memory the adapter stores the conversation in (the same one, but for ADK)."""
+        return spec
 
     def save(self, folder: Path) -> None:
         """Write what the app keeps between turns (nothing: the memory is the history)."""
@@ -356,8 +365,52 @@ class PydanticAIDriver(Driver):
         return 1 + self.per_turn * turns  # the system prompt Pydantic AI sends, stored once
 
 
+class ADKDriver(Driver):
+    """ADK's Runner over ``ConvmemSessionService`` and its plugin; the app keeps only the session id.
+
+    The service owns the sessions, so it is given the spec's store (not a memory), and it stores the
+    conversation in the convmem session ``adk:<app>:<id>``; it needs a store in this process, so the
+    Client side of the matrix does not apply to it.
+    """
+
+    name, system, client = "adk", False, False
+    APP = "life"
+
+    async def open(self, spec: dict[str, Any], *, create: bool) -> Any:
+        from convmem.integrations.adk import ConvmemSessionService
+
+        self.spec = spec
+        return ConvmemSessionService(spec["store"], **OPTIONS)
+
+    def stored(self, spec: dict[str, Any]) -> dict[str, Any]:
+        from convmem.integrations.adk import session_key
+
+        return {**spec, "session_id": session_key(self.APP, spec["session_id"])}
+
+    async def run(self, start: int, count: int) -> None:
+        from google.adk.agents import LlmAgent
+        from google.adk.apps import App
+        from google.adk.runners import Runner
+
+        from convmem.integrations.adk import ConvmemContextPlugin
+        from tests.integrations._adk import ScriptedLlm, as_convmem, user_turn
+
+        service, user, sid = self.memory, self.spec["user_id"], self.spec["session_id"]
+        if await service.get_session(app_name=self.APP, user_id=user, session_id=sid) is None:
+            await service.create_session(app_name=self.APP, user_id=user, session_id=sid)
+        model = ScriptedLlm()
+        agent = LlmAgent(name="travel", model=model, instruction=SYSTEM, tools=[forecast])
+        plugin = self.adapter(lambda: ConvmemContextPlugin(service))
+        runner = Runner(app=App(name=self.APP, root_agent=agent, plugins=[plugin]), session_service=service)
+        for turn in range(start, start + count):
+            async for _ in runner.run_async(user_id=user, session_id=sid, new_message=user_turn(question(turn))):
+                pass
+        self.requests += [seen(as_convmem(contents, system)) for contents, system in model.requests]
+
+
 DRIVERS: dict[str, type[Driver]] = {
-    d.name: d for d in (AgentsDriver, LangChainHistoryDriver, LangGraphDriver, LlamaIndexDriver, PydanticAIDriver)
+    d.name: d
+    for d in (AgentsDriver, LangChainHistoryDriver, LangGraphDriver, LlamaIndexDriver, PydanticAIDriver, ADKDriver)
 }
 
 
@@ -441,7 +494,7 @@ def scripted_chat_model(driver: Driver, *, tools: bool) -> Any:
 async def _go_on(adapter: str, spec: dict[str, Any], folder: Path, start: int, count: int) -> list[Any]:
     driver = DRIVERS[adapter]()
     driver.load(folder)
-    driver.memory = await open_memory(spec, create=False, sync=driver.sync, system=driver.system)
+    driver.memory = await driver.open(spec, create=False)
     try:
         await driver.run(start, count)
     finally:

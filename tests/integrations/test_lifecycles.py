@@ -28,6 +28,7 @@ pytest.importorskip("agents")
 pytest.importorskip("langgraph.prebuilt")
 pytest.importorskip("llama_index.core")
 pytest.importorskip("pydantic_ai")
+pytest.importorskip("google.adk")
 
 # llama-index's workflow engine walks its agents' attributes, touching pydantic's deprecated __fields__.
 pytestmark = pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
@@ -51,13 +52,15 @@ def twice(messages: list[Any]) -> list[Any]:
 async def test_every_message_once_after_a_restart(
     adapter: str, lifecycle: str, backend: str, tmp_path: Path, live: Any, offline_tiktoken: Path
 ) -> None:
+    if backend == "client" and not DRIVERS[adapter].client:
+        pytest.skip(f"{adapter}'s services own the sessions: they run over a store, not over the service")
     sid = f"life-{uuid.uuid4().hex[:12]}"
     if backend == "memory":
         spec = memory_spec("memory", store=f"sqlite:///{tmp_path}/store.db", session_id=sid, user_id="alice")
     else:
         spec = memory_spec("client", url=live.url, key=live.key_a, session_id=sid, user_id="alice")
     first = DRIVERS[adapter]()
-    first.memory = await open_memory(spec, create=True, sync=first.sync, system=first.system)
+    first.memory = await first.open(spec, create=True)
     await first.run(0, N)
     requests = list(first.requests)
     if lifecycle == "same process":
@@ -70,7 +73,7 @@ async def test_every_message_once_after_a_restart(
         if lifecycle == "new adapter object":
             again = DRIVERS[adapter]()
             again.load(tmp_path)
-            again.memory = await open_memory(spec, create=False, sync=again.sync, system=again.system)
+            again.memory = await again.open(spec, create=False)
             await again.run(N, M)
             await close_memory(again.memory)
             requests += again.requests
@@ -92,7 +95,7 @@ async def test_every_message_once_after_a_restart(
             assert done.returncode == 0, done.stderr[-3000:]
             requests += [[tuple(x) for x in request] for request in json.loads(out.read_text())]
 
-    final = await open_memory(spec, create=False, sync=True, system=False)
+    final = await open_memory(first.stored(spec), create=False, sync=True, system=False)
     held = await stored(final)
     await close_memory(final)
     assert twice(held) == [], f"stored twice: {twice(held)}"

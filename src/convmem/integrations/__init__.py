@@ -16,9 +16,13 @@ Modules, and the extra each needs:
 * ``integrations.agents``: ``ConvmemSession``, an OpenAI Agents SDK ``Session`` (``convmem[agents]``).
 * ``integrations.langchain``: ``ConvmemChatMessageHistory`` and the LangGraph
   ``budgeted_messages_hook`` (``convmem[langchain]``).
+* ``integrations.langgraph_store``: ``ConvmemStore``, a LangGraph ``BaseStore`` whose items are the
+  user's convmem facts (``convmem[langchain]``).
 * ``integrations.llamaindex``: ``ConvmemMemory``, a LlamaIndex ``BaseMemory`` (``convmem[llamaindex]``).
 * ``integrations.pydantic_ai``: ``ConvmemHistory``, a Pydantic AI capability and history processor
   (``convmem[pydantic-ai]``).
+* ``integrations.adk``: ``ConvmemSessionService``, ``ConvmemMemoryService`` and ``ConvmemContextPlugin``,
+  Google ADK's session and memory services over a convmem store (``convmem[adk]``).
 
 A module imports its framework when it is imported itself (never on ``import convmem``);
 a missing framework raises :class:`~convmem.errors.ConfigurationError` naming the exact

@@ -1,0 +1,249 @@
+"""A LangGraph ``BaseStore`` kept as convmem facts: namespaced long-term memory the user's memories can see.
+
+LangGraph's stores (``InMemoryStore``, the Postgres one) keep a graph's long-term memory
+(what LangMem and the prebuilt agents write) apart from the conversation memory. This one
+keeps each item as a convmem fact of the namespace's user, in the fact store of a convmem
+store (SQLite, PostgreSQL, Redis, in memory), so a ``Memory(facts=True)`` of that user renders
+the items into its context, and every change is kept in the fact's history::
+
+    namespace ("alice", "memories")   ->  the user ``namespace[user_at]`` ("alice"; user_at=None: one
+                                          anonymous user for every namespace)
+    put(ns, key, value)               ->  a fact whose subject is ``lg:["alice","memories","<key>"]``, its text
+                                          the value as canonical JSON, the value itself in its metadata; a new
+                                          value ends the old fact (``Facts.update``), the same value writes nothing
+    put(ns, key, None) / delete       ->  the fact ends (``Facts.invalidate``: kept in the history, not deleted)
+    get / search / list_namespaces    ->  the user's facts valid now, read in one call per user per batch
+
+``search(query=...)`` ranks by the query's words found in the item (LangGraph's stores need an
+embedding index for a natural-language query; this one is lexical and needs none); ``filter`` takes
+LangGraph's operators (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``). A search or a
+namespace listing must name the user (a prefix reaching ``namespace[user_at]``): convmem's facts
+never cross users. TTLs are not supported (``supports_ttl`` is False): a fact ends when it is
+replaced or deleted, not by age.
+
+Example::
+
+    from convmem.integrations.langgraph_store import ConvmemStore
+    from convmem.stores import open_store
+
+    store = ConvmemStore(open_store("sqlite:///memory.db"), user_at=1)   # LangMem's ("memories", "{user_id}")
+    store.put(("memories", "alice"), "food", {"content": "Alice is vegetarian"})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..longterm.facts import Facts
+from ..longterm.facts.model import Fact, FactUpdate
+from . import missing
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+    )
+except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test with a blocked import
+    raise missing("langgraph", "langchain") from exc
+
+__all__ = ["ConvmemStore"]
+
+PREFIX = "lg:"  # the subject of every fact this store writes: other facts of the user are never its items
+KEY = "langgraph"  # the metadata key of an item's value and creation time
+_WORD = re.compile(r"\w+")
+
+
+class ConvmemStore(BaseStore):
+    """A LangGraph ``BaseStore`` over a convmem store's facts (see the module docstring).
+
+    Args:
+        store: a convmem store with long-term memory (``store.facts()``), or a fact store.
+        user_at: which element of a namespace is the user (None: every item belongs to the anonymous user).
+    """
+
+    supports_ttl = False
+
+    def __init__(self, store: Any, *, user_at: int | None = 0) -> None:
+        if user_at is not None and (isinstance(user_at, bool) or not isinstance(user_at, int) or user_at < 0):
+            raise ConfigurationError(f"user_at must be a namespace position (0 or more) or None, got {user_at!r}")
+        facts = store.facts() if callable(getattr(store, "facts", None)) else store
+        self.facts = Facts(facts)
+        self.user_at = user_at
+
+    # -- the BaseStore contract --------------------------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        views: dict[str | None, dict[str, Fact]] = {}  # each user's items, read once per batch
+
+        def view(user: str | None) -> dict[str, Fact]:
+            if user not in views:
+                views[user] = {
+                    f.subject: f for f in self.facts.facts(user_id=user) if f.subject and f.subject.startswith(PREFIX)
+                }
+            return views[user]
+
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                user = self._user(op.namespace)
+                fact = view(user).get(_subject(op.namespace, op.key))
+                results.append(_item(fact) if fact is not None else None)
+            elif isinstance(op, PutOp):
+                self._put(op, view(self._user(op.namespace)))
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op, view(self._user(op.namespace_prefix, searching=True))))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._namespaces(op, view))
+            else:
+                raise ConfigurationError(f"ConvmemStore does not know the operation {type(op).__name__}")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await asyncio.to_thread(self.batch, list(ops))  # the fact stores are sync: off the event loop
+
+    # -- operations --------------------------------------------------------------------------
+    def _user(self, namespace: tuple[str, ...], *, searching: bool = False) -> str | None:
+        if self.user_at is None:
+            return None
+        if len(namespace) <= self.user_at:
+            what = "a search or a listing" if searching else "a namespace"
+            raise InvalidNamespaceError(
+                f"{what} must name the user at position {self.user_at} (convmem's facts never cross users), "
+                f"got {namespace!r}"
+            )
+        return namespace[self.user_at]
+
+    def _put(self, op: PutOp, items: dict[str, Fact]) -> None:
+        if not op.namespace or any(not isinstance(p, str) or not p or "." in p for p in op.namespace):
+            raise InvalidNamespaceError(f"namespace labels must be non-empty strings without '.', got {op.namespace!r}")
+        if op.ttl is not None:
+            raise ConfigurationError("ConvmemStore has no TTLs (supports_ttl is False): a fact ends when replaced")
+        user, subject = self._user(op.namespace), _subject(op.namespace, op.key)
+        current = items.get(subject)
+        if op.value is None:
+            if current is not None:
+                self.facts.invalidate(current.id, reason="deleted", user_id=user)
+                del items[subject]
+            return
+        text = json.dumps(op.value, sort_keys=True, ensure_ascii=False, default=str)
+        if current is not None and current.text == text:
+            return  # the same value: nothing changes, nothing is written
+        now = datetime.now(timezone.utc)
+        created = current.metadata.get(KEY, {}).get("created_at") if current is not None else None
+        meta = {KEY: {"value": json.loads(text), "created_at": created or now.isoformat()}}
+        if current is None:
+            items[subject] = self.facts.add(text, user_id=user, subject=subject, metadata=meta)
+        else:
+            changes = self.facts.apply([FactUpdate(current.id, text, subject=subject, metadata=meta)], user_id=user)
+            items[subject] = changes.added[-1]
+
+    def _search(self, op: SearchOp, items: dict[str, Fact]) -> list[SearchItem]:
+        n = len(op.namespace_prefix)
+        found = []
+        for fact in items.values():
+            namespace, _ = _parts(fact)
+            value = fact.metadata[KEY]["value"]
+            if namespace[:n] != op.namespace_prefix:
+                continue
+            if op.filter and not all(_matches(value.get(k), f) for k, f in op.filter.items()):
+                continue
+            found.append((fact, _score(op.query, fact.text) if op.query else None))
+        if op.query:
+            found = [(f, s) for f, s in found if s]
+            found.sort(key=lambda pair: -(pair[1] or 0.0))
+        else:
+            found.sort(key=lambda pair: pair[0].valid_from, reverse=True)  # the newest first
+        return [_item(f, score=s) for f, s in found[op.offset : op.offset + op.limit]]
+
+    def _namespaces(self, op: ListNamespacesOp, view: Any) -> list[tuple[str, ...]]:
+        prefix = next((c.path for c in op.match_conditions or () if c.match_type == "prefix"), ())
+        if self.user_at is not None and (len(prefix) <= self.user_at or prefix[self.user_at] == "*"):
+            raise InvalidNamespaceError(
+                f"list_namespaces needs a prefix that names the user at position {self.user_at}, got {prefix!r}"
+            )
+        spaces = {_parts(f)[0] for f in view(self._user(tuple(prefix))).values()}
+        kept = [ns for ns in spaces if all(_condition(c, ns) for c in op.match_conditions or ())]
+        if op.max_depth is not None:
+            kept = list({ns[: op.max_depth] for ns in kept})
+        return sorted(kept)[op.offset : op.offset + op.limit]
+
+
+def _subject(namespace: Sequence[str], key: str) -> str:
+    return PREFIX + json.dumps([*namespace, key], ensure_ascii=False, separators=(",", ":"))
+
+
+def _parts(fact: Fact) -> tuple[tuple[str, ...], str]:
+    path = json.loads((fact.subject or PREFIX + "[]")[len(PREFIX) :])
+    return tuple(path[:-1]), path[-1]
+
+
+def _item(fact: Fact, *, score: float | None = None) -> SearchItem:
+    namespace, key = _parts(fact)
+    stamp = fact.metadata[KEY]
+    created = datetime.fromisoformat(stamp["created_at"])
+    return SearchItem(namespace, key, dict(stamp["value"]), created, fact.valid_from, score)
+
+
+def _score(query: str, text: str) -> float:
+    """The share of the query's words found in the item (0: none): a lexical rank needing no index."""
+    words = {w.casefold() for w in _WORD.findall(query)}
+    if not words:
+        return 0.0
+    have = {w.casefold() for w in _WORD.findall(text)}
+    return len(words & have) / len(words)
+
+
+def _matches(value: Any, wanted: Any) -> bool:
+    """LangGraph's filter semantics: nested dicts, lists element by element, and the ``$`` operators."""
+    if isinstance(wanted, Mapping):
+        if any(str(k).startswith("$") for k in wanted):
+            return all(_operator(value, str(k), v) for k, v in wanted.items())
+        return isinstance(value, Mapping) and all(_matches(value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, (list, tuple)):
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(wanted)
+            and all(_matches(a, b) for a, b in zip(value, wanted, strict=True))
+        )
+    return bool(value == wanted)
+
+
+def _operator(value: Any, operator: str, wanted: Any) -> bool:
+    if operator == "$eq":
+        return bool(value == wanted)
+    if operator == "$ne":
+        return bool(value != wanted)
+    compare = {"$gt": float.__gt__, "$gte": float.__ge__, "$lt": float.__lt__, "$lte": float.__le__}.get(operator)
+    if compare is None:
+        raise ConfigurationError(f"unsupported filter operator {operator!r}; use $eq, $ne, $gt, $gte, $lt or $lte")
+    try:
+        return bool(compare(float(value), float(wanted)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _condition(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    pairs = (
+        zip(namespace, path, strict=False)
+        if condition.match_type == "prefix"
+        else zip(reversed(namespace), reversed(path), strict=False)
+    )
+    return all(p == "*" or n == p for n, p in pairs)

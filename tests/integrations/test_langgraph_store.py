@@ -1,0 +1,132 @@
+"""ConvmemStore keeps LangGraph's BaseStore contract: checked against LangGraph's own InMemoryStore, op by op.
+
+langgraph ships no store conformance tests, so the contract is LangGraph's reference implementation:
+random sequences of put / delete / get / search (filters, offsets) / list_namespaces give the same answers
+from both. Then what only convmem adds: the items persist in the store, are the user's facts (a memory with
+``facts=True`` renders them), keep their history, and never cross users.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.store.base")
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langgraph.store.base import InvalidNamespaceError, PutOp
+from langgraph.store.memory import InMemoryStore
+
+from convmem import ConfigurationError, Memory
+from convmem.integrations.langgraph_store import ConvmemStore
+from convmem.stores import open_store
+
+USERS = ["alice", "bob"]
+_ns = st.tuples(st.sampled_from(USERS), st.sampled_from(["memories", "prefs"])) | st.tuples(
+    st.sampled_from(USERS), st.just("memories"), st.sampled_from(["a", "b"])
+)
+_value = st.fixed_dictionaries(
+    {"content": st.sampled_from(["likes tea", "likes trains", "vegetarian"]), "n": st.integers(0, 3)}
+)
+_op = st.one_of(
+    st.tuples(st.just("put"), _ns, st.sampled_from(["k1", "k2", "k3"]), _value),
+    st.tuples(st.just("delete"), _ns, st.sampled_from(["k1", "k2", "k3"]), st.none()),
+    st.tuples(st.just("get"), _ns, st.sampled_from(["k1", "k2", "k3"]), st.none()),
+    st.tuples(
+        st.just("search"),
+        st.tuples(st.sampled_from(USERS)),
+        st.none(),
+        st.sampled_from([None, {"n": 1}, {"n": {"$gte": 2}}, {"content": {"$ne": "likes tea"}}]),
+    ),
+    st.tuples(st.just("list"), st.tuples(st.sampled_from(USERS)), st.none(), st.sampled_from([None, 2])),
+)
+
+
+def _run(store: Any, op: tuple[str, Any, Any, Any]) -> Any:
+    kind, namespace, key, extra = op
+    if kind == "put":
+        return store.put(namespace, key, extra)
+    if kind == "delete":
+        return store.delete(namespace, key)
+    if kind == "get":
+        item = store.get(namespace, key)
+        return None if item is None else (item.namespace, item.key, item.value)
+    if kind == "search":
+        found = store.search(namespace, filter=extra, limit=100)
+        return sorted((i.namespace, i.key, repr(sorted(i.value.items()))) for i in found)
+    if isinstance(store, InMemoryStore):
+        # InMemoryStore lists a namespace once anything touched it (a delete of a missing key too), as a
+        # defaultdict does; LangGraph's database stores list the namespaces that hold items, and so does ours.
+        held = [ns for ns, items in store._data.items() if items and ns[: len(namespace)] == namespace]
+        return sorted({ns[:extra] for ns in held} if extra else held)
+    return store.list_namespaces(prefix=namespace, max_depth=extra)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(_op, max_size=14))
+def test_every_answer_is_langgraphs_own_stores(ops: list[tuple[str, Any, Any, Any]]) -> None:
+    ours, theirs = ConvmemStore(open_store("memory")), InMemoryStore()
+    for op in ops:
+        assert _run(ours, op) == _run(theirs, op), op
+
+
+async def test_the_async_batch_and_a_query_ranked_by_its_words() -> None:
+    store = ConvmemStore(open_store("memory"), user_at=1)  # LangMem's ("memories", "{user_id}")
+    await store.aput(("memories", "alice"), "m1", {"content": "Alice is vegetarian"})
+    await store.aput(("memories", "alice"), "m2", {"content": "Alice takes the train to work"})
+    await store.aput(("memories", "bob"), "m3", {"content": "Bob takes the train too"})
+    found = await store.asearch(("memories", "alice"), query="which train does she take")
+    assert [i.key for i in found] == ["m2"]  # bob's is bob's; the vegetarian item shares no word
+    assert found[0].score is not None
+    assert found[0].score > 0
+    assert [i.key for i in await store.asearch(("memories", "alice"), offset=1, limit=1)] == ["m1"]  # newest first
+
+
+def test_items_persist_are_the_users_facts_and_keep_their_history(tmp_path: Path, offline_tiktoken: Path) -> None:
+    url = f"sqlite:///{tmp_path}/graph.db"
+    first = open_store(url)
+    ConvmemStore(first).put(("alice", "memories"), "food", {"content": "vegetarian"})
+    ConvmemStore(first).put(("alice", "memories"), "food", {"content": "vegan"})
+    first.close()
+
+    again = open_store(url)
+    store = ConvmemStore(again)
+    item = store.get(("alice", "memories"), "food")
+    assert item is not None
+    assert item.value == {"content": "vegan"}
+    assert item.created_at <= item.updated_at
+    history = [f.text for f in store.facts.history(user_id="alice")]
+    assert history == ['{"content": "vegetarian"}', '{"content": "vegan"}']
+    memory = Memory(model="gpt-4o", max_tokens=2_000, store=again, user_id="alice", facts=True)
+    memory.add({"role": "user", "content": "What do I eat?"})
+    rendered = str(memory.context().messages)
+    assert "vegan" in rendered
+    assert "vegetarian" not in rendered
+    store.delete(("alice", "memories"), "food")
+    assert store.get(("alice", "memories"), "food") is None
+    assert len(store.facts.history(user_id="alice")) == 2  # ended, not erased
+    assert store.get(("bob", "memories"), "food") is None
+    memory.close()
+    again.close()
+
+
+def test_the_refusals() -> None:
+    store = ConvmemStore(open_store("memory"), user_at=1)
+    with pytest.raises(InvalidNamespaceError, match="must name the user"):
+        store.put(("memories",), "k", {"a": 1})
+    with pytest.raises(InvalidNamespaceError, match="must name the user"):
+        store.search(("memories",))
+    with pytest.raises(InvalidNamespaceError, match="names the user"):
+        store.list_namespaces(prefix=("memories", "*"))
+    with pytest.raises(NotImplementedError, match="TTL"):  # BaseStore's own check
+        store.put(("memories", "alice"), "k", {"a": 1}, ttl=5)
+    with pytest.raises(ConfigurationError, match="no TTLs"):  # and ours, for a PutOp sent to batch directly
+        store.batch([PutOp(("memories", "alice"), "k", {"a": 1}, ttl=5)])
+    with pytest.raises(ConfigurationError, match="user_at"):
+        ConvmemStore(open_store("memory"), user_at=-1)
+    store.put(("memories", "alice"), "k", {"a": 1})
+    with pytest.raises(ConfigurationError, match="operator"):
+        store.search(("memories", "alice"), filter={"a": {"$regex": "x"}})
