@@ -467,6 +467,14 @@ export const PROBLEMS = {
     "status": 422,
     "title": "Context does not fit"
   },
+  "damaged-session": {
+    "attributes": [
+      "session_id"
+    ],
+    "name": "DamagedSessionError",
+    "status": 409,
+    "title": "Damaged session"
+  },
   "internal": {
     "attributes": [],
     "name": "ConvmemError",
