@@ -96,6 +96,10 @@ class _ReplayStore(MemoryStore):
             data.updated_at,
         )
 
+    def summary_of(self, session_id: str, user_id: str | None) -> SummaryRecord | None:
+        data = self._sessions.get((user_id, session_id))
+        return data.state.summary if data is not None else None
+
     @classmethod
     def restored(cls, mark: _Checkpoint) -> _ReplayStore:
         """A new store holding the session as it was at ``mark`` (its rows' prefix: appends never rewrite rows)."""
@@ -135,7 +139,7 @@ class Line:
         self.checkpoints: list[_Checkpoint] = [self.store.checkpoint(0, session_id, user_id)]
         self.memory: Memory | None = None
         self._blocks: tuple[Any, ...] | None = None
-        self._summaries = 0
+        self._summary: SummaryRecord | None = None
 
     @property
     def tip(self) -> int:
@@ -164,12 +168,11 @@ class Line:
         self.rows.extend(batch)
         self.ends.append(len(self.rows))
         self.last_seqs.append(batch[-1].seq)
-        summaries = self.memory.stats().summaries
-        if summaries != self._summaries:
-            self._summaries = summaries
-            record = self.store.load(self.session_id, user_id=self.user_id).state.summary
-            if record is not None:
-                self.summaries.append(self._step(batch[-1].seq, record))
+        # A new summary is a new record in the saved state (``stats()`` would build a context to say so).
+        record = self.store.summary_of(self.session_id, self.user_id)
+        if record is not None and record != self._summary:
+            self._summary = record
+            self.summaries.append(self._step(batch[-1].seq, record))
         if len(self.ends) % CHECKPOINT_EVERY == 0:
             self.checkpoints.append(self.store.checkpoint(len(self.ends), self.session_id, self.user_id))
 
