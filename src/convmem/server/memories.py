@@ -121,6 +121,11 @@ class MemoryService:
         return record
 
     # -- recall --------------------------------------------------------------------------------
+    def modes(self) -> tuple[list[str], str]:
+        """The recall modes a search can ask for (dense ones need an embedder) and the default one."""
+        index = self.backend.index or RecallIndex(store=self.backend.recall_store, embedder=self.embedder)
+        return (["lexical", "dense", "hybrid"] if index.embedder is not None else ["lexical"]), index.mode
+
     def search(
         self, scope: Scope, query: str, *, k: int, mode: str | None, session_id: str | None
     ) -> tuple[str, list[RecallHit]]:
