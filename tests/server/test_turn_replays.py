@@ -227,3 +227,20 @@ def test_the_replay_cache_is_bounded(api: Api, monkeypatch: pytest.MonkeyPatch) 
     cache = api.service.sessions.replays
     assert len(cache._entries) == 1  # each line replayed seqs 0..3: two would hold 8 rows
     assert len(cache._contexts) == 3
+
+
+def test_turns_between_sparse_checkpoints_are_the_served_ones(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay_module, "CHECKPOINT_EVERY", 3)  # turns replay up to two batches past a checkpoint
+    sid = create(api)
+    truth = {}
+    seq = -1
+    for i in range(20):
+        if i in (5, 13):
+            put_block(api, text(i, 3 + i // 4), 30 + i)
+        add(api, sid, [text(i, 25)] * (1 + i % 2))
+        seq += 1 + i % 2
+        truth[seq] = served(api, sid)
+    for at in sorted(truth, reverse=True):
+        got = turn(api, sid, at)
+        assert got["exact"] is True, got["notes"]
+        same_context(got["context"], truth[at])

@@ -43,8 +43,10 @@ from .blocklog import Timeline, static_blocks
 __all__ = ["CHECKPOINT_EVERY", "Line", "Replay", "SummaryStep"]
 
 #: Batches between checkpoints: a turn is at most this many adds away from one. A checkpoint costs a
-#: few hundred bytes (lengths and a state), so they are dense; 16 adds take ~10 ms on a loaded core.
-CHECKPOINT_EVERY = 16
+#: few hundred bytes (lengths and a state: ~0.5 KB a message with the replayed rows), so there is one
+#: after every batch and a turn costs an open and a context, never an add (whose fold, when it summarizes,
+#: is most of a replayed add's time).
+CHECKPOINT_EVERY = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,26 +190,30 @@ class Line:
         batch = bisect_right(self.last_seqs, seq - 1)  # the batch holding seq
         if batch >= len(self.ends) or self.rows[self.ends[batch] - 1].seq < seq:
             raise ValueError(f"no message with seq {seq} was replayed")
-        mark = self.checkpoints[min(batch // CHECKPOINT_EVERY, len(self.checkpoints) - 1)]
+        full = self.last_seqs[batch] == seq
+        need = batch + 1 if full else batch  # whole batches the turn stands after
+        mark = self.checkpoints[min(need // CHECKPOINT_EVERY, len(self.checkpoints) - 1)]
         store = _ReplayStore.restored(mark)
         memory: Memory | None = None
         start = self.ends[mark.batches - 1] if mark.batches else 0
-        blocks: tuple[Any, ...] = ()
-        for index in range(mark.batches, batch + 1):
+        blocks: tuple[Any, ...] = self.timeline.at(self.rows[self.ends[batch] - 1].message.created_at)[0]
+        for index in range(mark.batches, batch + 1 if not full else need):
             rows = self.rows[start : self.ends[index]]
             start = self.ends[index]
-            if index == batch:
+            if index == batch and not full:
                 rows = [r for r in rows if r.seq <= seq]
             before, (blocks, _) = blocks, self.timeline.at(rows[0].message.created_at)
             memory = _reopen(store, self, blocks, memory if blocks == before else None)
             memory.add_many([r.message for r in rows])
+        if memory is None:  # the checkpoint is the turn itself: open it as the service did then
+            memory = _reopen(store, self, blocks, None)
         assert memory is not None
         out = Replay(seq=seq, last_seq=self.tip, context=None)
         positions = [r.seq for r in self.rows[: self.ends[batch]]]
         out.context = _mapped(memory.context(format=fmt), positions)
         steps = [s for s in self.summaries if s.after_seq <= seq]
         out.summary = steps[-1] if steps else None
-        if self.last_seqs[batch] != seq:
+        if not full:
             out.exact = False
             out.notes.append(
                 f"seq {seq} was added in one call with the messages up to seq {self.last_seqs[batch]}:"
