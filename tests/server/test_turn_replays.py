@@ -91,6 +91,7 @@ STEP = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=examples(12),
     deadline=None,
