@@ -53,7 +53,11 @@ OPEN_JS = """async ([sid, last]) => {
   document.querySelector(`#sessions button[data-session="${sid}"]`).click();
   const done = () => document.querySelector(`#account-bar[data-seq="${last}"]`)
     && document.querySelectorAll('#messages li').length >= Math.min(200, last + 1);
-  while (!done()) await new Promise((r) => requestAnimationFrame(r));
+  while (!done()) {
+    const failed = document.querySelector('#turn-notes.error');
+    if (failed) throw new Error(failed.textContent);
+    await new Promise((r) => requestAnimationFrame(r));
+  }
   const opened = performance.now() - start;
   while (!document.querySelector('#summaries[data-loaded]')) await new Promise((r) => setTimeout(r, 20));
   return [opened, performance.now() - start];
@@ -71,8 +75,11 @@ MOVE_JS = """async (seq) => {
   const start = performance.now();
   slider.value = String(seq);
   slider.dispatchEvent(new Event('input', { bubbles: true }));
-  while (document.querySelector('#account-bar').dataset.seq !== String(seq))
+  while (document.querySelector('#account-bar').dataset.seq !== String(seq)) {
+    const failed = document.querySelector('#turn-notes.error');
+    if (failed) throw new Error(failed.textContent);
     await new Promise((r) => requestAnimationFrame(r));
+  }
   return performance.now() - start;
 }"""
 

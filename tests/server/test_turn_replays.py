@@ -245,3 +245,31 @@ def test_turns_between_sparse_checkpoints_are_the_served_ones(api: Api, monkeypa
         got = turn(api, sid, at)
         assert got["exact"] is True, got["notes"]
         same_context(got["context"], truth[at])
+
+
+def test_a_long_replay_answers_how_far_it_got_and_continues_when_asked_again(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from convmem.server import replays
+
+    monkeypatch.setattr(replays, "WAIT", 0.0)  # give up after one chunk
+    monkeypatch.setattr(replays, "CHUNK", 5)
+    sid = create(api)
+    truth = {}
+    for i in range(30):
+        add(api, sid, [text(i, 15)])
+        truth[i] = served(api, sid)
+    progress = []
+    while True:
+        response = api.http.get(f"/v1/sessions/{sid}/turns/22", params=Q, headers=auth(api))
+        if response.status_code == 200:
+            break
+        assert response.status_code == 503, response.text
+        problem = response.json()
+        assert problem["type"].endswith("/replay-pending")
+        assert problem["last_seq"] == 29
+        progress.append(problem["replayed_to"])
+    assert progress == [4, 9, 14, 19]  # each request moved the line on by one chunk, none started over
+    same_context(response.json()["context"], truth[22])
+    pending = api.http.get(f"/v1/sessions/{sid}/summaries", params=Q, headers=auth(api))
+    assert (pending.status_code, pending.json()["replayed_to"]) == (503, 27)

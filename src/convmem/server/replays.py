@@ -19,6 +19,7 @@ while a long extension (the summary history) goes on.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from ..stores.base import SessionStore
 from .blocklog import BlockLog, Timeline, static_blocks
 from .replay import Line, Replay, SummaryStep
 
-__all__ = ["MAX_CONTEXTS", "MAX_ROWS", "Replays", "TurnError"]
+__all__ = ["MAX_CONTEXTS", "MAX_ROWS", "WAIT", "ReplayPending", "Replays", "TurnError"]
 
 #: Contexts kept per worker; one is the size of a request (a few KiB to a few hundred).
 MAX_CONTEXTS = 256
@@ -39,10 +40,21 @@ MAX_CONTEXTS = 256
 MAX_ROWS = 100_000
 #: Batches a request replays before letting another request for the same session have the line.
 CHUNK = 64
+#: Seconds a request replays before answering that the replay goes on (well within the request timeout);
+#: what it replayed is kept, so asking again continues from there.
+WAIT = 8.0
 
 
 class TurnError(ValueError):
     """A turn that cannot be replayed: past the session's end, or a session over the replay limit."""
+
+
+class ReplayPending(Exception):
+    """The line has not reached the turn yet within ``WAIT``; ``tip`` is how far it got (ask again)."""
+
+    def __init__(self, tip: int, last: int) -> None:
+        super().__init__(f"replaying this session: at seq {tip} of {last}; ask again to continue")
+        self.tip, self.last = tip, last
 
 
 @dataclass
@@ -82,7 +94,7 @@ class Replays:
             result = self._live(info, user, loaded, entry, fmt)
         else:
             _check_limit(info, limit)
-            self._ensure(info, user, entry, seq)
+            self._ensure(info, user, entry, seq, last)
             with entry.lock:
                 result = entry.line.turn(seq, fmt)
             result.last_seq = last
@@ -98,7 +110,7 @@ class Replays:
         _check_limit(info, limit)
         loaded = self.store.load(info.id, user_id=user)
         entry = self._entry(info, user, loaded)
-        self._ensure(info, user, entry, None)
+        self._ensure(info, user, entry, None, _last(loaded))
         with entry.lock:
             return list(entry.line.summaries)
 
@@ -124,8 +136,13 @@ class Replays:
             self._entries.move_to_end((info.id, user))
             return entry
 
-    def _ensure(self, info: SessionInfo, user: str | None, entry: _Entry, target: int | None) -> None:
-        """Extend the line until it holds ``target`` (None: the whole session), ``CHUNK`` batches at a time."""
+    def _ensure(self, info: SessionInfo, user: str | None, entry: _Entry, target: int | None, last: int) -> None:
+        """Extend the line until it holds ``target`` (None: the whole session), ``CHUNK`` batches at a time.
+
+        Raises:
+            ReplayPending: still short of it after ``WAIT`` seconds (the progress is kept).
+        """
+        deadline = time.monotonic() + WAIT
         while True:
             with entry.lock:
                 line = entry.line
@@ -147,6 +164,8 @@ class Replays:
             self._bound()
             if finished:
                 return
+            if time.monotonic() > deadline:  # checked after a chunk: every request moves the line on
+                raise ReplayPending(entry.line.tip, last)
 
     def _bound(self) -> None:
         with self._lock:

@@ -11,7 +11,7 @@ from ..memory.options import stored_config
 from ..session import MessageStatus
 from .deps import IdempotencyKey, SessionPath, UserScope, service_of
 from .problems import ServiceError, responses
-from .replays import TurnError
+from .replays import ReplayPending, TurnError
 from .schemas import (
     ClearIn,
     ContextIn,
@@ -224,6 +224,8 @@ def turn(
         result = service.sessions.replays.turn(info, scope.store_user, seq, format, limit=service.settings.max_replay)
     except TurnError as exc:
         raise ServiceError(422, "invalid-seq", "Invalid turn", str(exc)) from None
+    except ReplayPending as exc:
+        raise _pending(exc) from None
     assert result.context is not None
     return {
         "seq": result.seq,
@@ -248,4 +250,11 @@ def summaries(session_id: SessionPath, scope: UserScope, service: Svc) -> list[d
         steps = service.sessions.replays.summaries(info, scope.store_user, limit=service.settings.max_replay)
     except TurnError as exc:
         raise ServiceError(422, "replay-limit", "Session too long to replay", str(exc)) from None
+    except ReplayPending as exc:
+        raise _pending(exc) from None
     return [summary_view(s) for s in steps]
+
+
+def _pending(exc: ReplayPending) -> ServiceError:
+    """A replay still on its way: 503 with how far it got (the inspector shows it and asks again)."""
+    return ServiceError(503, "replay-pending", "Replay in progress", str(exc), replayed_to=exc.tip, last_seq=exc.last)

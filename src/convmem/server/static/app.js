@@ -42,10 +42,18 @@ async function api(method, path, params = {}, body = undefined) {
   const data = response.status === 204 ? null : await response.json().catch(() => null);
   if (!response.ok) {
     const detail = data && data.detail ? data.detail : `HTTP ${response.status}`;
-    throw new Error(detail);
+    const error = new Error(detail);
+    error.status = response.status;
+    error.problem = data || {};
+    throw error;
   }
   return data;
 }
+
+// A replay the service is still running (it keeps what it did): show how far it got, ask again shortly.
+const pending = (error) => error.status === 503 && String(error.problem.type || "").endsWith("/replay-pending");
+const progress = (error) => `replaying this session: seq ${error.problem.replayed_to} of ${error.problem.last_seq}…`;
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function guarded(task) {
   try {
@@ -153,12 +161,19 @@ async function loadTurn(seq) {
   const ticket = ++state.turnRequest;
   const session = state.session;
   let turn = state.turns.get(seq);
-  if (!turn) {
+  while (!turn) {
     try {
       turn = await api("GET", `/v1/sessions/${encodeURIComponent(session.id)}/turns/${seq}`);
     } catch (error) {
+      if (ticket !== state.turnRequest) return;
+      if (pending(error)) {
+        clearTurn(progress(error));
+        await pause(300);
+        if (ticket !== state.turnRequest) return;
+        continue;
+      }
       // A failed turn shows its error, never the account of another turn (or session) beside this one's seq.
-      if (ticket === state.turnRequest) clearTurn(`turn ${seq}: ${error.message}`, true);
+      clearTurn(`turn ${seq}: ${error.message}`, true);
       throw error;
     }
     if (state.session === session) state.turns.set(seq, turn);
@@ -294,7 +309,18 @@ async function loadMessages(reset) {
 async function loadSummaries(ticket) {
   const list = $("summaries");
   list.replaceChildren(el("li", { class: "muted", text: "rebuilding the summary history…" }));
-  const steps = await api("GET", `/v1/sessions/${encodeURIComponent(state.session.id)}/summaries`);
+  const session = state.session;
+  let steps = null;
+  while (steps === null) {
+    try {
+      steps = await api("GET", `/v1/sessions/${encodeURIComponent(session.id)}/summaries`);
+    } catch (error) {
+      if (ticket !== state.openRequest || !pending(error)) throw error;
+      list.replaceChildren(el("li", { class: "muted", text: `rebuilding the summary history: ${progress(error)}` }));
+      await pause(300);
+      if (ticket !== state.openRequest) return;
+    }
+  }
   if (ticket !== state.openRequest) return;
   list.replaceChildren();
   for (const step of steps) {
