@@ -286,3 +286,42 @@ def test_status_badges_show_the_status_at_the_selected_turn(live: Live, browser:
         assert {s: status for s, status in shown if s <= seq} == truth[seq]
         assert {status for s, status in shown if s > seq} <= {"future"}
     ui.close()
+
+
+def test_a_replay_in_progress_shows_how_far_it_got_and_then_the_turn(
+    live: Live, browser: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from convmem.server import replays
+
+    monkeypatch.setattr(replays, "WAIT", 0.0)  # every request answers after one chunk: 503 with its progress
+    monkeypatch.setattr(replays, "CHUNK", 3)
+    who = user()
+    seed = Seed(live, who)
+    seed.session("s")
+    for i in range(24):
+        seed.add("s", chat(i, words=6))
+    expected = seed.http.post("/v1/sessions/s/context", params=seed.q, json={}).json()["account"]
+    ui = Ui(live, browser)
+    notes: list[str] = []
+    ui.page.expose_function("note", lambda text: notes.append(text))
+    # Watch what the page says while it waits: the turn's and the summary history's progress.
+    ui.page.add_init_script(
+        """addEventListener('DOMContentLoaded', () => {
+             const watch = (id) => new MutationObserver(() => note(document.getElementById(id).textContent))
+               .observe(document.getElementById(id), {childList: true, characterData: true, subtree: true});
+             watch('turn-notes'); watch('summaries');
+           })"""
+    )
+    ui.page.reload()
+    ui.connect(who)
+    ui.open("s")
+    ui.page.locator("#account-bar[data-seq='23']").wait_for()
+    ui.page.locator("#messages li[data-seq='22'] button.seq").click()
+    ui.page.locator("#account-bar[data-seq='22']").wait_for()
+    assert any("replaying this session: seq" in n and "of 23" in n for n in notes), notes  # progress shown
+    expect(ui.page.locator("#summaries[data-loaded]")).to_have_count(1)
+    assert ui.page.locator("#summaries .error").count() == 0
+    ui.page.locator("#messages li[data-seq='23'] button.seq").click()
+    ui.page.locator("#account-bar[data-seq='23']").wait_for()
+    assert int(ui.page.locator('#account-numbers dd[data-part="window"]').inner_text()) == expected["window"]
+    ui.close()
