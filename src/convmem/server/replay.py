@@ -118,7 +118,9 @@ class _ReplayStore(MemoryStore):
                 updated_at=mark.updated_at or data.updated_at,
                 metadata=dict(data.metadata),
                 children=set(),
-                ids={r.message.id: r.seq for r in data.all.rows[: mark.rows] if r.message.id is not None},
+                # The retry index starts empty: a replay only appends rows the store has not seen (a
+                # session's stored ids are distinct), and rebuilding it was most of a restore's time.
+                ids={},
             )
             store._sessions[(data.user_id, data.id)] = copy
         return store

@@ -2,11 +2,13 @@
 
 const $ = (id) => document.getElementById(id);
 const state = {
-  key: "", user: "", session: null, cursor: null, timer: null,
+  key: "", user: "", session: null, cursor: null,
   turnRequest: 0, openRequest: 0, recallRequest: 0, userRequest: 0,
   turns: new Map(), // seq -> the turn as the API gave it, for the open session (the server keeps them too)
   calls: new Map(), // tool call id -> { anchor, label }: what a tool row links to
   turn: null, // the turn shown
+  nextSeq: null, // the slider position to show once the turn on its way is in
+  loading: false,
 };
 
 function el(tag, attrs = {}, ...children) {
@@ -149,12 +151,25 @@ function clearTurn(note, isError = false) {
 }
 
 function scheduleTurn() {
-  clearTimeout(state.timer);
   const seq = Number($("turn-slider").value);
   $("turn-seq").textContent = String(seq);
-  // Short: a slider dragged over many positions asks once it rests; a kept turn shows at once.
-  const wait = state.turns.has(seq) ? 0 : 40;
-  state.timer = setTimeout(() => guarded(() => loadTurn(seq)), wait);
+  // At once when nothing is on its way; while a turn loads, only the newest position is asked next
+  // (a slider dragged over many positions asks for few of them, and always ends on the last).
+  state.nextSeq = seq;
+  if (!state.loading) drainTurns();
+}
+
+async function drainTurns() {
+  state.loading = true;
+  try {
+    while (state.nextSeq !== null) {
+      const seq = state.nextSeq;
+      state.nextSeq = null;
+      await guarded(() => loadTurn(seq));
+    }
+  } finally {
+    state.loading = false;
+  }
 }
 
 async function loadTurn(seq) {
@@ -169,7 +184,7 @@ async function loadTurn(seq) {
       if (pending(error)) {
         clearTurn(progress(error));
         await pause(300);
-        if (ticket !== state.turnRequest) return;
+        if (ticket !== state.turnRequest || state.nextSeq !== null) return; // the slider moved on: ask for that
         continue;
       }
       // A failed turn shows its error, never the account of another turn (or session) beside this one's seq.
