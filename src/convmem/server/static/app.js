@@ -119,11 +119,18 @@ async function openSession(id) {
   slider.value = String(last);
   slider.disabled = detail.message_count === 0;
   if (!detail.message_count) clearTurn("no messages yet");
-  // The summary history replays the whole session the first time: it fills in when ready, without holding the rest.
-  loadSummaries(ticket).catch((error) => {
-    if (ticket === state.openRequest) $("summaries").replaceChildren(el("li", { class: "error", text: error.message }));
-  });
-  await Promise.all([loadMessages(true), detail.message_count ? loadTurn(last) : null]);
+  $("summaries").replaceChildren(el("li", { class: "muted", text: "the summary history loads next…" }));
+  try {
+    await Promise.all([loadMessages(true), detail.message_count ? loadTurn(last) : null]);
+  } finally {
+    // Then the summary history: the first time it replays the whole session, and on a long session it is
+    // large (hundreds of summaries); it fills in on its own, after what the open shows.
+    if (ticket === state.openRequest) {
+      loadSummaries(ticket).catch((error) => {
+        if (ticket === state.openRequest) $("summaries").replaceChildren(el("li", { class: "error", text: error.message }));
+      });
+    }
+  }
   if (ticket === state.openRequest) say(`session ${detail.id}`);
 }
 
