@@ -101,6 +101,7 @@ async function openSession(id) {
   $("messages").replaceChildren();
   $("more-messages").hidden = true;
   $("summaries").replaceChildren();
+  delete $("summaries").dataset.loaded;
   $("turn-last").textContent = "–";
   $("turn-slider").disabled = true;
   clearTurn("loading…");
