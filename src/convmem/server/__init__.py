@@ -11,7 +11,8 @@ What comes in, what happens, what goes out::
 
 Modules: :mod:`.app` (app, middleware, error handlers, OpenAPI), :mod:`.routes_sessions`,
 :mod:`.routes_memory`, :mod:`.routes_admin` (HTTP), :mod:`.sessions`, :mod:`.memories`
-(the adapters), :mod:`.replay` (the context at turn N), :mod:`.tenancy`, :mod:`.keys`,
+(the adapters), :mod:`.replay` (the context at turn N), :mod:`.replays` (kept per worker),
+:mod:`.blocklog` (block versions by time), :mod:`.tenancy`, :mod:`.keys`,
 :mod:`.backends`, :mod:`.problems`, :mod:`.schemas`, :mod:`.views`, :mod:`.settings`.
 
 Install with ``pip install 'convmem[server]'``; run with ``convmem serve`` and make a key with

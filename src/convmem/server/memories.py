@@ -98,7 +98,7 @@ class MemoryService:
                 block.update(body["value"], expected_version=expected)
         except ValueError as exc:
             raise ServiceError(422, "invalid-block", "Invalid block", str(exc)) from None
-        return self.get_block(scope, name)
+        return self._logged(scope, name)
 
     def edit_block(self, scope: Scope, name: str, body: Mapping[str, Any]) -> BlockRecord:
         current = self.get_block(scope, name)
@@ -112,9 +112,20 @@ class MemoryService:
             if body.get("old") is None or body.get("new") is None:
                 raise ServiceError(422, "invalid-edit", "Invalid edit", "replace needs old and new")
             block.replace(body["old"], body["new"], expected_version=expected)
-        return self.get_block(scope, name)
+        return self._logged(scope, name)
+
+    def _logged(self, scope: Scope, name: str) -> BlockRecord:
+        """The block as saved, its version logged with the time it took effect (for exact turn replays)."""
+        record = self.get_block(scope, name)
+        self.sessions.blocklog.record(scope.store_user, record)
+        return record
 
     # -- recall --------------------------------------------------------------------------------
+    def modes(self) -> tuple[list[str], str]:
+        """The recall modes a search can ask for (dense ones need an embedder) and the default one."""
+        index = self.backend.index or RecallIndex(store=self.backend.recall_store, embedder=self.embedder)
+        return (["lexical", "dense", "hybrid"] if index.embedder is not None else ["lexical"]), index.mode
+
     def search(
         self, scope: Scope, query: str, *, k: int, mode: str | None, session_id: str | None
     ) -> tuple[str, list[RecallHit]]:

@@ -18,6 +18,7 @@ from .schemas import (
     FactOut,
     FactUpdateIn,
     RecallIn,
+    RecallModesOut,
     RecallOut,
 )
 from .views import block_view, fact_view, hit_view
@@ -119,3 +120,12 @@ def recall(body: RecallIn, scope: UserScope, service: Svc) -> dict[str, Any]:
     """Search the user's archived messages; each hit gives its fused score and each retriever's signal."""
     mode, hits = service.memories.search(scope, body.query, k=body.k, mode=body.mode, session_id=body.session_id)
     return {"mode": mode, "items": [hit_view(scope, h) for h in hits]}
+
+
+@router.get(
+    "/recall/modes", response_model=RecallModesOut, responses=responses(), tags=["recall"], operation_id="recallModes"
+)
+def recall_modes(scope: UserScope, service: Svc) -> dict[str, Any]:
+    """The recall modes this service can serve (the inspector offers only these)."""
+    modes, default = service.memories.modes()
+    return {"modes": modes, "default": default}

@@ -11,7 +11,7 @@ from ..memory.options import stored_config
 from ..session import MessageStatus
 from .deps import IdempotencyKey, SessionPath, UserScope, service_of
 from .problems import ServiceError, responses
-from .replay import replay
+from .replays import ReplayPending, TurnError
 from .schemas import (
     ClearIn,
     ContextIn,
@@ -216,28 +216,22 @@ def turn(
     service: Svc,
     format: FormatQuery = None,
 ) -> dict[str, Any]:
-    """The context as it was right after message ``seq`` was added, rebuilt by replay (see ``exact``/``notes``)."""
+    """The context as it was right after message ``seq`` was added, rebuilt by replay (see ``exact``/``notes``).
+
+    Kept per worker once built; a seq past the session's end is refused before anything is replayed."""
     info = service.sessions.resolve(scope, session_id)
-    blocks = service.sessions.user_blocks(scope)
     try:
-        result = replay(
-            service.backend.store,
-            info.id,
-            scope.store_user,
-            upto=seq,
-            format=format,
-            blocks=blocks,
-            limit=service.settings.max_replay,
-        )
-    except ValueError as exc:
+        result = service.sessions.replays.turn(info, scope.store_user, seq, format, limit=service.settings.max_replay)
+    except TurnError as exc:
         raise ServiceError(422, "invalid-seq", "Invalid turn", str(exc)) from None
+    except ReplayPending as exc:
+        raise _pending(exc) from None
     assert result.context is not None
-    summary = result.summaries[-1] if result.summaries else None
     return {
         "seq": result.seq,
         "last_seq": result.last_seq,
         "context": context_view(result.context),
-        "summary": summary_view(summary) if summary is not None else None,
+        "summary": summary_view(result.summary) if result.summary is not None else None,
         "exact": result.exact,
         "notes": result.notes,
     }
@@ -250,10 +244,17 @@ def turn(
     operation_id="listSummaries",
 )
 def summaries(session_id: SessionPath, scope: UserScope, service: Svc) -> list[dict[str, Any]]:
-    """Every running summary the session had, oldest first (rebuilt by replay)."""
+    """Every running summary the session had, oldest first (rebuilt by replay, kept per worker)."""
     info = service.sessions.resolve(scope, session_id)
     try:
-        result = replay(service.backend.store, info.id, scope.store_user, upto=None, limit=service.settings.max_replay)
-    except ValueError as exc:
+        steps = service.sessions.replays.summaries(info, scope.store_user, limit=service.settings.max_replay)
+    except TurnError as exc:
         raise ServiceError(422, "replay-limit", "Session too long to replay", str(exc)) from None
-    return [summary_view(s) for s in result.summaries]
+    except ReplayPending as exc:
+        raise _pending(exc) from None
+    return [summary_view(s) for s in steps]
+
+
+def _pending(exc: ReplayPending) -> ServiceError:
+    """A replay still on its way: 503 with how far it got (the inspector shows it and asks again)."""
+    return ServiceError(503, "replay-pending", "Replay in progress", str(exc), replayed_to=exc.tip, last_seq=exc.last)

@@ -332,6 +332,11 @@ class RecallOut(BaseModel):
     items: list[RecallHitOut]
 
 
+class RecallModesOut(BaseModel):
+    modes: list[Literal["lexical", "dense", "hybrid"]] = Field(description="The modes this service can search in.")
+    default: Literal["lexical", "dense", "hybrid"] = Field(description="The mode of a search that names none.")
+
+
 class TenantIn(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$")
 

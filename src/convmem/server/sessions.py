@@ -31,7 +31,9 @@ from ..session import MessageStatus, SessionInfo, status_of
 from ..stores._export import export_header
 from ..stores.codec import decode_message
 from .backends import Backend, RecallSink
+from .blocklog import BlockLog
 from .problems import ServiceError
+from .replays import Replays
 from .tenancy import Scope
 
 __all__ = ["SessionService"]
@@ -46,6 +48,8 @@ class SessionService:
         self.backend = backend
         self.store = backend.store
         self.sink = RecallSink(backend)
+        self.blocklog = BlockLog(backend.blocks)
+        self.replays = Replays(self.store, self.blocklog)
 
     # -- naming --------------------------------------------------------------------------------
     def resolve(self, scope: Scope, session_id: str) -> SessionInfo:
@@ -196,7 +200,7 @@ class SessionService:
             for i, m in enumerate(parsed)
         ]
         for attempt in range(ADD_ATTEMPTS):
-            memory = self.open(scope, session_id)
+            memory = self.open(scope, session_id, blocks=True)  # evicts beside the blocks, as the context shows them
             before = memory.stats().messages
             try:
                 added = memory.add_many(batch)
