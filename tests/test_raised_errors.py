@@ -22,7 +22,10 @@ into, which expect their own exception types:
 * ``AssertionError("unreachable")`` after a loop that always returns or raises;
 * typer's ``Exit``/``BadParameter`` in ``convmem.cli`` (exit codes, usage errors), Starlette's
   ``HTTPException`` in ``convmem.server`` (the ASGI body limit, answered as a problem), MCP's
-  ``ToolError``/``ResourceError`` in ``convmem.mcp`` (answered as a tool or resource error).
+  ``ToolError``/``ResourceError`` in ``convmem.mcp`` (answered as a tool or resource error);
+* Google ADK's ``AlreadyExistsError``/``SessionNotFoundError`` in ``convmem.integrations.adk`` and LangGraph's
+  ``InvalidNamespaceError`` in ``convmem.integrations.langgraph_store``: what those frameworks' own session
+  services and stores raise, and what their callers catch.
 """
 
 from __future__ import annotations
@@ -43,7 +46,13 @@ from convmem.errors import ConvmemError
 
 Key = tuple[str, str]  # (module, qualified name) of a function
 
-FRAMEWORKS = {"convmem.cli": ("click.", "typer."), "convmem.server": ("starlette.",), "convmem.mcp": ("mcp.",)}
+FRAMEWORKS = {
+    "convmem.cli": ("click.", "typer."),
+    "convmem.server": ("starlette.",),
+    "convmem.mcp": ("mcp.",),
+    "convmem.integrations.adk": ("google.adk.",),
+    "convmem.integrations.langgraph_store": ("langgraph.",),
+}
 
 
 @dataclass

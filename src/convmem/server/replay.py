@@ -191,7 +191,7 @@ class Line:
         """The context right after message ``seq`` (replayed already: ``seq <= tip``), from the nearest checkpoint."""
         batch = bisect_right(self.last_seqs, seq - 1)  # the batch holding seq
         if batch >= len(self.ends) or self.rows[self.ends[batch] - 1].seq < seq:
-            raise ValueError(f"no message with seq {seq} was replayed")
+            raise AssertionError("unreachable")  # Replays.turn replays up to seq before it asks the line
         full = self.last_seqs[batch] == seq
         need = batch + 1 if full else batch  # whole batches the turn stands after
         mark = self.checkpoints[min(need // CHECKPOINT_EVERY, len(self.checkpoints) - 1)]

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ServiceError
 from ..memory import Memory
 from ..memory.options import open_options, stored_config
 from ..session import LoadedSession, SessionInfo
@@ -32,7 +33,7 @@ from ..stores.base import SessionStore
 from .blocklog import BlockLog, Timeline, static_blocks
 from .replay import Line, Replay, SummaryStep
 
-__all__ = ["MAX_CONTEXTS", "MAX_ROWS", "WAIT", "ReplayPending", "Replays", "TurnError"]
+__all__ = ["MAX_CONTEXTS", "MAX_ROWS", "WAIT", "Replays", "replay_pending", "turn_error"]
 
 #: Contexts kept per worker; one is the size of a request (a few KiB to a few hundred).
 MAX_CONTEXTS = 256
@@ -45,16 +46,16 @@ CHUNK = 64
 WAIT = 8.0
 
 
-class TurnError(ValueError):
-    """A turn that cannot be replayed: past the session's end, or a session over the replay limit."""
+def turn_error(detail: str) -> ServiceError:
+    """A turn that cannot be replayed because the session has no such message: a 422."""
+    return ServiceError(422, "invalid-seq", "Invalid turn", detail)
 
 
-class ReplayPending(Exception):
-    """The line has not reached the turn yet within ``WAIT``; ``tip`` is how far it got (ask again)."""
-
-    def __init__(self, tip: int, last: int) -> None:
-        super().__init__(f"replaying this session: at seq {tip} of {last}; ask again to continue")
-        self.tip, self.last = tip, last
+def replay_pending(tip: int, last: int) -> ServiceError:
+    """The line has not reached the turn yet within ``WAIT``: a 503 with how far it got (``replayed_to``) and
+    ``last_seq``; the progress is kept, and the inspector shows it and asks again."""
+    detail = f"replaying this session: at seq {tip} of {last}; ask again to continue"
+    return ServiceError(503, "replay-pending", "Replay in progress", detail, replayed_to=tip, last_seq=last)
 
 
 @dataclass
@@ -78,11 +79,11 @@ class Replays:
         self.replayed_batches = 0  # batches replayed by this worker (the tests check what is not redone)
 
     def turn(self, info: SessionInfo, user: str | None, seq: int, fmt: str | None, *, limit: int) -> Replay:
-        """The context right after message ``seq``; TurnError before any replay if there is no such turn."""
+        """The context right after message ``seq``; a 422 before any replay if there is no such turn."""
         loaded = self.store.load(info.id, user_id=user)
         last = _last(loaded)
         if seq > last:
-            raise TurnError(f"no message with seq {seq}; the session's seqs run up to {last}")
+            raise turn_error(f"no message with seq {seq}; the session's seqs run up to {last}")
         entry = self._entry(info, user, loaded)
         key = (info.id, user, entry.generation, seq, fmt)
         with self._lock:
@@ -140,7 +141,7 @@ class Replays:
         """Extend the line until it holds ``target`` (None: the whole session), ``CHUNK`` batches at a time.
 
         Raises:
-            ReplayPending: still short of it after ``WAIT`` seconds (the progress is kept).
+            ServiceError: 503 ``replay-pending``, still short of it after ``WAIT`` seconds (the progress is kept).
         """
         deadline = time.monotonic() + WAIT
         while True:
@@ -165,7 +166,7 @@ class Replays:
             if finished:
                 return
             if time.monotonic() > deadline:  # checked after a chunk: every request moves the line on
-                raise ReplayPending(entry.line.tip, last)
+                raise replay_pending(entry.line.tip, last)
 
     def _bound(self) -> None:
         with self._lock:
@@ -208,7 +209,8 @@ class Replays:
 
 def _check_limit(info: SessionInfo, limit: int) -> None:
     if info.message_count > limit:
-        raise TurnError(f"turn replay is limited to {limit} messages; this session has {info.message_count}")
+        detail = f"turn replay is limited to {limit} messages; this session has {info.message_count}"
+        raise ServiceError(422, "replay-limit", "Session too long to replay", detail)
 
 
 def _last(loaded: LoadedSession) -> int:

@@ -10,8 +10,7 @@ from fastapi import Path as Path_
 from ..memory.options import stored_config
 from ..session import MessageStatus
 from .deps import IdempotencyKey, SessionPath, UserScope, service_of
-from .problems import ServiceError, responses
-from .replays import ReplayPending, TurnError
+from .problems import responses
 from .schemas import (
     ClearIn,
     ContextIn,
@@ -220,12 +219,8 @@ def turn(
 
     Kept per worker once built; a seq past the session's end is refused before anything is replayed."""
     info = service.sessions.resolve(scope, session_id)
-    try:
-        result = service.sessions.replays.turn(info, scope.store_user, seq, format, limit=service.settings.max_replay)
-    except TurnError as exc:
-        raise ServiceError(422, "invalid-seq", "Invalid turn", str(exc)) from None
-    except ReplayPending as exc:
-        raise _pending(exc) from None
+    # A turn past the end (422) or a replay still on its way (503) is a ServiceError: answered as its problem.
+    result = service.sessions.replays.turn(info, scope.store_user, seq, format, limit=service.settings.max_replay)
     assert result.context is not None
     return {
         "seq": result.seq,
@@ -246,15 +241,5 @@ def turn(
 def summaries(session_id: SessionPath, scope: UserScope, service: Svc) -> list[dict[str, Any]]:
     """Every running summary the session had, oldest first (rebuilt by replay, kept per worker)."""
     info = service.sessions.resolve(scope, session_id)
-    try:
-        steps = service.sessions.replays.summaries(info, scope.store_user, limit=service.settings.max_replay)
-    except TurnError as exc:
-        raise ServiceError(422, "replay-limit", "Session too long to replay", str(exc)) from None
-    except ReplayPending as exc:
-        raise _pending(exc) from None
+    steps = service.sessions.replays.summaries(info, scope.store_user, limit=service.settings.max_replay)
     return [summary_view(s) for s in steps]
-
-
-def _pending(exc: ReplayPending) -> ServiceError:
-    """A replay still on its way: 503 with how far it got (the inspector shows it and asks again)."""
-    return ServiceError(503, "replay-pending", "Replay in progress", str(exc), replayed_to=exc.tip, last_seq=exc.last)
