@@ -50,7 +50,9 @@ class Service:
         self.settings = settings
         self.registry = registry or open_registry(settings.keys)
         self.backend = backend or open_backend(settings.store, schema=settings.pg_schema, prefix=settings.redis_prefix)
-        self.sessions = SessionService(self.backend)
+        self.sessions = SessionService(
+            self.backend, keep_sessions=settings.keep_sessions, keep_tokens=settings.keep_tokens
+        )
         embedder = None
         if settings.embedder == "hashing":
             from ..longterm.recall.embedders import HashingEmbedder
