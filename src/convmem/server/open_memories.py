@@ -76,11 +76,11 @@ class OpenMemories:
         key, wanted = (user, info.id), blocks_key(blocks)
         with self._lock:
             kept = self._kept.get(key)
-            if kept is not None and info.view is not None and kept.blocks == wanted:
-                if memory_view(kept.memory) == info.view:
-                    self._kept.move_to_end(key)
-                    self.hits += 1
-                    return kept.memory
+            current = kept is not None and kept.blocks == wanted and memory_view(kept.memory) == info.view
+            if kept is not None and current:
+                self._kept.move_to_end(key)
+                self.hits += 1
+                return kept.memory
             if kept is not None:
                 self._remove(key)
             self.misses += 1

@@ -311,7 +311,7 @@ class SessionService:
 def _short(exc: Exception) -> str:
     """An exception's message without the Python internals (call signatures, limits of ``int``)."""
     text = str(exc)
-    if isinstance(exc, OverflowError) or "int" in text and "digits" in text:
+    if isinstance(exc, OverflowError) or ("int" in text and "digits" in text):
         return "a number is too large"
     if "unexpected keyword argument" in text or "positional argument" in text:
         return "unknown or missing fields"
