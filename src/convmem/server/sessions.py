@@ -102,7 +102,12 @@ class SessionService:
         except BaseException:
             self.memories.drop(scope.store_user, memory.session_id)
             raise
-        self.memories.touch(memory, scope.store_user)
+        if memory_view(memory)[0] == 0:
+            # Nothing stored yet: a state-only change (usage, clear) lives in this memory alone until its
+            # first append, so keeping it would give one worker a session the others do not see.
+            self.memories.drop(scope.store_user, memory.session_id)
+        else:
+            self.memories.touch(memory, scope.store_user)
         return result
 
     def user_blocks(self, scope: Scope) -> list[StaticBlock]:
