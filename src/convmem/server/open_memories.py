@@ -43,6 +43,12 @@ def memory_view(memory: Memory) -> tuple[int, int]:
     return core.next_seq, core.state.version
 
 
+def held_tokens(memory: Memory) -> int:
+    """The tokens a memory holds in its window, pinned messages and summary (what ``stats()`` calls context tokens)."""
+    core = memory._core
+    return core.window.tokens + core.window.pinned_tokens + (core.summary.tokens if core.summary is not None else 0)
+
+
 def blocks_key(blocks: Sequence[StaticBlock]) -> BlockKey:
     return tuple((b.name, b.text, b.priority, b.max_tokens, b.position) for b in blocks)
 
@@ -99,7 +105,7 @@ class OpenMemories:
 
     def touch(self, memory: Memory, user: str) -> None:
         """Measure a kept memory again after an operation (its window grew or shrank), then enforce the bounds."""
-        tokens = memory._core.stats().context_tokens
+        tokens = held_tokens(memory)
         key = (user, memory.session_id)
         with self._lock:
             kept = self._kept.get(key)

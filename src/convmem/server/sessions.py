@@ -30,6 +30,7 @@ from ..policy.context import Context
 from ..session import MessageStatus, SessionInfo, status_of
 from ..stores._export import export_header
 from ..stores.codec import decode_message
+from ..usage import parse_usage
 from .backends import Backend, RecallSink
 from .open_memories import OpenMemories, memory_view
 from .problems import ServiceError
@@ -253,6 +254,8 @@ class SessionService:
         if fmt is not None and fmt not in FORMATS:
             raise InvalidMessageError(f"unknown format {fmt!r}", field="format")
         messages, usage = parse_reply(dict(response))
+        if usage:
+            parse_usage(usage)  # a usage the memory would refuse is refused before the reply is stored
         added, wrote = self._add_parsed(scope, session_id, messages, key) if messages else ([], True)
         if usage and wrote:
             self.record_usage(scope, session_id, usage)
@@ -298,6 +301,8 @@ class SessionService:
         memory = self.open(scope, session_id)
         try:
             parsed = self._run(scope, memory, lambda m: m.record_usage(dict(usage)))
+        except InvalidMessageError:
+            raise
         except (TypeError, ValueError, KeyError, OverflowError) as exc:
             raise InvalidMessageError(f"not a usage object: {_short(exc)}", field="usage") from None
         return dataclasses.asdict(parsed)
