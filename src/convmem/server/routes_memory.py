@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 from pydantic import AwareDatetime, BeforeValidator
 
+from ..errors import InvalidMessageError
 from .deps import UserScope, service_of
 from .problems import responses
 from .schemas import (
@@ -31,7 +32,8 @@ _DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
 def iso_only(value: object) -> object:
     """A date-time is written as one: a bare number (``0.5``, read as seconds since 1970) is refused."""
     if isinstance(value, str) and not _DATE_TIME.match(value):
-        raise ValueError("must be an RFC 3339 date-time such as 2026-01-31T12:00:00Z")
+        # A ConvmemError that is a ValueError: pydantic reports it as this parameter's validation error (422).
+        raise InvalidMessageError("must be an RFC 3339 date-time such as 2026-01-31T12:00:00Z")
     return value
 
 
