@@ -15,7 +15,9 @@ PostgreSQL with 2 and 4 workers. ``--pythonpath DIR`` runs the service from anot
 
 ``--adapter`` measures in process instead, no HTTP: one context request through the service's adapter
 (``SessionService.context``: the exact-id lookup, the user's blocks, the kept memory) against
-``Memory.context`` on the same session, the in-memory store, best of several rounds.
+``Memory.context`` on the same session, the in-memory store, best of several rounds (wall time: noisy on a
+shared machine); ``--adapter-run memory|service N`` is the same setup then N calls, for callgrind, whose
+instruction counts do not depend on the load: (service N - memory 0) / (memory N - memory 0).
 
 Run: ``.venv/bin/python bench/service.py --matrix`` (defaults: 64 clients, 60 s, 16 sessions,
 ``postgresql://127.0.0.1:5432/test``, schema ``bench_service``). It prints JSON lines and a Markdown table.
@@ -270,8 +272,8 @@ def exact(check: dict[str, int] | None) -> bool:
     return check is None or (check["duplicates"] == 0 and check["missing"] == 0 and check["foreign"] == 0)
 
 
-def adapter(rounds: int = 7, calls: int = 200) -> dict[str, Any]:
-    """In process: one context through ``SessionService.context`` vs ``Memory.context``, same session, best round."""
+def adapter_setup() -> tuple[Any, Any, Any, Any]:
+    """The service's adapter over the in-memory store, one session of 90 messages, and a Memory opened on it."""
     from convmem import Memory
     from convmem.server.backends import open_backend
     from convmem.server.sessions import SessionService
@@ -287,6 +289,24 @@ def adapter(rounds: int = 7, calls: int = 200) -> dict[str, Any]:
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 60)))
         service.add(scope, "s", [{"role": "user" if turn % 2 == 0 else "assistant", "content": text}], codec=False)
     memory = Memory.open(scope.store_session("s"), store=backend.store, user_id=scope.store_user)
+    memory.context()
+    service.context(scope, "s", None, None)
+    return service, scope, memory, backend
+
+
+def adapter_run(mode: str, calls: int) -> None:
+    """For callgrind: the setup, then ``calls`` contexts through ``mode`` (memory or service); 0 calls: the setup."""
+    service, scope, memory, _ = adapter_setup()
+    for _ in range(calls):
+        if mode == "memory":
+            memory.context()
+        else:
+            service.context(scope, "s", None, None)
+
+
+def adapter(rounds: int = 7, calls: int = 200) -> dict[str, Any]:
+    """In process: one context through ``SessionService.context`` vs ``Memory.context``, same session, best round."""
+    service, scope, memory, _ = adapter_setup()
 
     def best(call: Any) -> float:
         times = []
@@ -322,7 +342,12 @@ def main() -> None:
     parser.add_argument("--matrix", action="store_true", help="bare and service: SQLite x1, PostgreSQL x2 and x4")
     parser.add_argument("--pythonpath", default=None, help="run the service from this source tree")
     parser.add_argument("--adapter", action="store_true", help="in process: the adapter's context vs Memory.context")
+    parser.add_argument("--adapter-run", nargs=2, metavar=("MODE", "N"), help="for callgrind: memory|service, N calls")
     args = parser.parse_args()
+
+    if args.adapter_run:
+        adapter_run(args.adapter_run[0], int(args.adapter_run[1]))
+        return
 
     if args.adapter:
         print(json.dumps(adapter()))
