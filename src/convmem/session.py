@@ -80,6 +80,8 @@ class SessionInfo:
     ``damaged`` is None for a readable session; for one whose stored record is
     corrupt, ``list_sessions`` still lists it, with the reason there and the
     fields it could not read at their defaults (opening it raises ``StoreError``).
+    ``view`` is the store's (next seq, state version) as a writer's view is checked against, when
+    the store says: a memory whose own view differs is behind (the service's open memories check it).
     """
 
     id: str
@@ -94,6 +96,7 @@ class SessionInfo:
     parent_id: str | None = None
     fork_seq: int | None = None
     damaged: str | None = None
+    view: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessageError
+from .limits import MAX_INT, check_int
 
 __all__ = ["USAGE_KEYS", "ModelUsage", "Stats", "Usage", "fresh_counts", "parse_usage"]
 
@@ -58,8 +59,9 @@ def _int(obj: Any, key: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidMessageError(f"must be a non-negative integer, got {value!r}", field=f"usage.{key}")
-    return value
+        shown = type(value).__name__ if isinstance(value, int | float) and abs(value) > MAX_INT else repr(value)
+        raise InvalidMessageError(f"must be a non-negative integer, got {shown}", field=f"usage.{key}")
+    return check_int(value, f"usage.{key}")  # within what every store and JSON reader keeps exactly
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,9 @@ pytest.importorskip("uvicorn")
 from fastapi.testclient import TestClient
 
 from convmem.server import Service, Settings, create_app
+from convmem.server.backends import open_backend
+
+from ..stores._servers import PG_URL, REDIS_URL, drop_prefixes, drop_schemas, prefix_for, schema_for
 
 ADMIN_KEY = "admin-key-for-tests-0123456789"
 
@@ -88,3 +91,34 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     server.should_exit = True  # type: ignore[attr-defined]
     thread.join(10)
     service.close()
+
+
+def backend_for(kind: str, tmp_path: Path) -> object:
+    """A service backend of ``kind`` (sqlite, postgres, redis) in a namespace of its own (see ``drop_namespace``)."""
+    if kind == "sqlite":
+        return open_backend(str(tmp_path / "data.db"))
+    if kind == "postgres":
+        return open_backend(PG_URL, schema=schema_for(tmp_path))
+    return open_backend(REDIS_URL, prefix=prefix_for(tmp_path))
+
+
+def drop_namespace(kind: str, tmp_path: Path) -> None:
+    if kind == "postgres":
+        drop_schemas({schema_for(tmp_path)})
+    elif kind == "redis":
+        drop_prefixes({prefix_for(tmp_path)})
+
+
+@pytest.fixture(params=["sqlite", "postgres", "redis"])
+def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TestClient, str, str]]:
+    """The service on each persistent backend (the real servers), with keys of two tenants."""
+    kind = request.param
+    settings = Settings(keys=str(tmp_path / "keys.db"))
+    service = Service(settings, backend=backend_for(kind, tmp_path))  # type: ignore[arg-type]
+    app = create_app(settings, service=service)
+    key_a = service.registry.create_key("tenant-a").secret
+    key_b = service.registry.create_key("tenant-b").secret
+    with TestClient(app.state.asgi) as http:
+        yield http, key_a, key_b
+    service.close()
+    drop_namespace(kind, tmp_path)

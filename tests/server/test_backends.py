@@ -2,39 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from fastapi.testclient import TestClient
-
-from convmem.server import Service, Settings, create_app
-from convmem.server.backends import open_backend
-
-from ..stores._servers import PG_URL, REDIS_URL, drop_prefixes, drop_schemas, prefix_for, schema_for
-
-
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[TestClient, str, str]]:
-    kind = request.param
-    if kind == "sqlite":
-        backend = open_backend(str(tmp_path / "data.db"))
-    elif kind == "postgres":
-        backend = open_backend(PG_URL, schema=schema_for(tmp_path))
-    else:
-        backend = open_backend(REDIS_URL, prefix=prefix_for(tmp_path))
-    settings = Settings(keys=str(tmp_path / "keys.db"))
-    service = Service(settings, backend=backend)
-    app = create_app(settings, service=service)
-    key_a = service.registry.create_key("tenant-a").secret
-    key_b = service.registry.create_key("tenant-b").secret
-    with TestClient(app.state.asgi) as http:
-        yield http, key_a, key_b
-    service.close()
-    if kind == "postgres":
-        drop_schemas({schema_for(tmp_path)})
-    elif kind == "redis":
-        drop_prefixes({prefix_for(tmp_path)})
 
 
 def test_a_session_with_long_term_memory_on_each_backend(client: tuple[TestClient, str, str]) -> None:

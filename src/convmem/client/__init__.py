@@ -99,7 +99,7 @@ class Client(ClientCore):
         probe._connect(base_url, api_key, user_id, timeout, retry)
         probe.session_id = session_id
         try:
-            probe.bind(probe._send(probe.get_call()))
+            probe.bind(probe._send(probe.get_call(prefix=True)))
         except BaseException:
             probe._http.close()
             raise

@@ -149,8 +149,9 @@ class ClientCore:
         landed = None if chosen else 409
         return Call("POST", "/v1/sessions", self._params(), body, retry=True, landed=landed, landed_call=found)
 
-    def get_call(self) -> Call:
-        return Call("GET", self._session(), self._params(), retry=True)
+    def get_call(self, *, prefix: bool = False) -> Call:
+        """The session's details; ``prefix``: the id may be a unique prefix (binding, as ``open`` does)."""
+        return Call("GET", self._session(), {**self._params(), **({"prefix": "true"} if prefix else {})}, retry=True)
 
     def add_call(self, messages: Iterable[Any]) -> tuple[Call, list[Message]]:
         now = datetime.now(timezone.utc)

@@ -81,7 +81,7 @@ class AsyncClient(ClientCore):
         client = cls(base_url, api_key=api_key, user_id=user_id, timeout=timeout, retry=retry)
         client.session_id = session_id
         try:
-            client.bind(await client._send(client.get_call()))
+            client.bind(await client._send(client.get_call(prefix=True)))
         except BaseException:
             await client.aclose()
             raise

@@ -292,9 +292,10 @@ def record(core: MemoryCore, usage: Any) -> Flow[Usage]:
 def respond(core: MemoryCore, response: Any) -> Flow[list[Message]]:
     """Store a provider's reply (its assistant output), then record its usage; returns the messages stored."""
     replies, usage = parse_reply(response)
+    parsed = parse_usage(usage) if usage is not None else None  # refused before anything is stored
     added = (yield from add_many(core, replies)) if replies else []
-    if usage is not None:
-        yield from record(core, usage)
+    if parsed is not None:
+        yield from record(core, parsed)
     return added
 
 

@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -273,8 +274,20 @@ def make_strategy(name: str, **options: Any) -> Strategy:
     try:
         strategy: Strategy = cls(**options)
     except TypeError as exc:
-        raise ConfigurationError(f"strategy {name!r}: {exc}") from None
+        raise ConfigurationError(f"strategy {name!r}: {_plain(exc)}") from None
     return strategy
+
+
+def _plain(exc: TypeError) -> str:
+    """A constructor's complaint in the caller's words (a ``X.__init__()`` message names internals)."""
+    text = str(exc)
+    unknown = re.search(r"unexpected keyword argument '([^']+)'", text)
+    if unknown:
+        return f"no option {unknown.group(1)!r}"
+    missing = re.search(r"missing \d+ required (?:keyword-only |positional )?arguments?: (.+)", text)
+    if missing:
+        return f"needs {missing.group(1)}"
+    return re.sub(r"\b\w+\.__init__\(\) ", "", text)
 
 
 def _positive(name: str, value: int | None) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from importlib.resources import files
 from typing import Any
@@ -38,6 +39,7 @@ __all__ = ["Service", "app_from_env", "create_app"]
 
 log = logging.getLogger("convmem.server")
 Scope_ = MutableMapping[str, Any]
+MAX_HEAD = 64 * 1024  # the request line and headers (docs/service.md)
 ASGIApp = Callable[[Scope_, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
 
@@ -50,7 +52,9 @@ class Service:
         self.settings = settings
         self.registry = registry or open_registry(settings.keys)
         self.backend = backend or open_backend(settings.store, schema=settings.pg_schema, prefix=settings.redis_prefix)
-        self.sessions = SessionService(self.backend)
+        self.sessions = SessionService(
+            self.backend, keep_sessions=settings.keep_sessions, keep_tokens=settings.keep_tokens
+        )
         embedder = None
         if settings.embedder == "hashing":
             from ..longterm.recall.embedders import HashingEmbedder
@@ -143,16 +147,52 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 400:  # a body that is not JSON at all is invalid input like any other
-            return _problem_response(problem(422, "invalid-request", "Invalid request", "the body is not valid JSON"))
+        if exc.status_code == 400:  # a body the JSON reader refused is invalid input like any other
+            detail = why_not_json(await request.body())
+            return _problem_response(problem(422, "invalid-request", "Invalid request", detail))
         kinds = {404: "not-found", 405: "method-not-allowed", 413: "too-large"}
         body = problem(exc.status_code, kinds.get(exc.status_code, "http"), str(exc.detail), str(exc.detail))
-        return _problem_response(body, dict(exc.headers or {}))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(app, request))
+        return _problem_response(body, headers)
 
     @app.exception_handler(Exception)
     async def bug(request: Request, exc: Exception) -> JSONResponse:
         log.error("%s %s failed: %s", request.method, request.url.path, type(exc).__name__)
         return _problem_response(problem(500, "internal", "Internal error", "the service failed; this is a bug"))
+
+
+def allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    """Every method some route of this path answers (Starlette's 405 names only the first route's): each asked."""
+    from starlette.routing import Match
+
+    methods = {
+        method
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
+        if any(r.matches({**request.scope, "method": method})[0] is Match.FULL for r in app.router.routes)
+    }
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
+def why_not_json(body: bytes) -> str:
+    """What is wrong with a body the JSON reader refused, in the client's terms (not the reader's)."""
+    from ..errors import InvalidMessageError
+    from ..limits import json_text_depth
+
+    text = body.decode("utf-8", "replace")
+    try:
+        json_text_depth(text, "body")
+    except InvalidMessageError as exc:
+        return f"the body {exc.reason}" if getattr(exc, "reason", None) else "the body nests too deeply"
+    if re.search(r"\d{4301}", _STRINGS.sub('""', text)):
+        return "the body holds an integer of more than 4300 digits (the limit is 2**53 - 1)"
+    return "the body is not valid JSON"
+
+
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -194,7 +234,15 @@ class Limits:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = dict(scope.get("headers") or {}).get(b"content-length")
+        headers = scope.get("headers") or []
+        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        head += sum(len(name) + len(value) + 4 for name, value in headers)  # "name: value\r\n"
+        if head > MAX_HEAD:  # uvicorn's h11 limit does not hold under httptools, so the app holds it
+            await _send_problem(
+                send, 431, "head-too-large", "Request head too large", f"the request head limit is {MAX_HEAD} bytes"
+            )
+            return
+        length = dict(headers).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             await _send_problem(
                 send, 413, "too-large", "Request body too large", f"the body limit is {self.max_body} bytes"

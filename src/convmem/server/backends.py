@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..longterm.blocks.store import BlockStore, MemoryBlockStore
 from ..longterm.facts.model import FactStore
 from ..longterm.facts.store import MemoryFactStore
 from ..longterm.recall.index import RecallIndex
 from ..longterm.recall.store import RecallStore
 from ..messages import StoredMessage
-from ..stores import SessionStore, open_store
+from ..stores import SessionStore, open_store, split_store_url
 
 __all__ = ["Backend", "RecallSink", "open_backend"]
 
@@ -47,12 +48,14 @@ def open_backend(spec: str | None, *, schema: str | None = None, prefix: str | N
     if spec is not None and spec.startswith(("postgresql://", "postgres://")):
         from ..stores.postgres import PostgresBlockStore, PostgresFactStore, PostgresRecallStore, PostgresStore
 
-        pg = PostgresStore(spec, schema=schema or "convmem", max_size=16)
+        spec, chosen = _one_choice(spec, "schema", schema)
+        pg = PostgresStore(spec, schema=chosen or "convmem", max_size=16)
         return Backend(pg, PostgresFactStore(pg), PostgresBlockStore(pg), PostgresRecallStore(pg))
-    if spec is not None and prefix is not None and spec.startswith(("redis://", "rediss://", "unix://")):
+    if spec is not None and spec.startswith(("redis://", "rediss://", "unix://")):
         from ..stores.redis import RedisStore
 
-        store: SessionStore = RedisStore(spec, prefix=prefix)
+        spec, chosen = _one_choice(spec, "prefix", prefix)
+        store: SessionStore = RedisStore(spec, prefix=chosen) if chosen is not None else RedisStore(spec)
     else:
         store = open_store(spec)
     kind = type(store).__name__
@@ -70,6 +73,15 @@ def open_backend(spec: str | None, *, schema: str | None = None, prefix: str | N
 
         return Backend(store, FileFactStore(store), FileBlockStore(store), FileRecallStore(store))  # type: ignore[arg-type]
     return Backend(store, MemoryFactStore(), MemoryBlockStore(), None, RecallIndex())
+
+
+def _one_choice(spec: str, name: str, given: str | None) -> tuple[str, str | None]:
+    """The URL without its ``?schema=``/``?prefix=``, and the one value chosen (by the URL or the setting)."""
+    url, options = split_store_url(spec)
+    in_url = options.get(name)
+    if in_url is not None and given is not None and in_url != given:
+        raise ConfigurationError(f"the store URL says {name} {in_url!r} and the settings {given!r}; give one")
+    return url, in_url if in_url is not None else given
 
 
 class RecallSink:

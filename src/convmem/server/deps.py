@@ -11,7 +11,16 @@ from .keys import admin_matches
 from .problems import ServiceError
 from .tenancy import SESSION_ID, USER_ID, Scope
 
-__all__ = ["IDEMPOTENCY_KEY", "IdempotencyKey", "SessionPath", "UserScope", "admin", "service_of", "tenant_of"]
+__all__ = [
+    "IDEMPOTENCY_KEY",
+    "IdempotencyKey",
+    "PrefixQuery",
+    "SessionPath",
+    "UserScope",
+    "admin",
+    "service_of",
+    "tenant_of",
+]
 
 
 def service_of(request: Request) -> Any:
@@ -48,7 +57,16 @@ def _scope(
 
 
 UserScope = Annotated[Scope, Depends(_scope)]
-SessionPath = Annotated[str, Path(pattern=SESSION_ID, description="A session id, or a unique prefix of one.")]
+SessionPath = Annotated[
+    str, Path(pattern=SESSION_ID, description="A session id (a unique prefix of one where `prefix=true` is allowed).")
+]
+PrefixQuery = Annotated[
+    bool,
+    Query(
+        description="Read the one session whose id starts with this one (only among your own; "
+        "several match: 409 listing them). Writes and deletes always take the exact id."
+    ),
+]
 
 IDEMPOTENCY_KEY = r"^[A-Za-z0-9_.:-]{1,100}$"
 IdempotencyKey = Annotated[

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import AwareDatetime
+from pydantic import AwareDatetime, BeforeValidator
 
+from ..errors import InvalidMessageError
 from .deps import UserScope, service_of
 from .problems import responses
 from .schemas import (
@@ -25,6 +27,17 @@ from .views import block_view, fact_view, hit_view
 
 __all__ = ["router"]
 
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def iso_only(value: object) -> object:
+    """A date-time is written as one: a bare number (``0.5``, read as seconds since 1970) is refused."""
+    if isinstance(value, str) and not _DATE_TIME.match(value):
+        # A ConvmemError that is a ValueError: pydantic reports it as this parameter's validation error (422).
+        raise InvalidMessageError("must be an RFC 3339 date-time such as 2026-01-31T12:00:00Z")
+    return value
+
+
 router = APIRouter(prefix="/v1")
 Svc = Annotated[Any, Depends(service_of)]
 FactId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,200}$")]
@@ -35,7 +48,11 @@ BlockName = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 def list_facts(
     scope: UserScope,
     service: Svc,
-    valid_at: Annotated[AwareDatetime | None, Query(description="What held at this time (default: now).")] = None,
+    valid_at: Annotated[
+        AwareDatetime | None,
+        BeforeValidator(iso_only),
+        Query(description="What held at this time, an RFC 3339 date-time with its offset (default: now)."),
+    ] = None,
     history: Annotated[bool, Query(description="Every fact ever recorded, ended ones included.")] = False,
 ) -> list[dict[str, Any]]:
     """The user's facts: those valid at a time, or the whole history with validity and replacements."""

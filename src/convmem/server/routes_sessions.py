@@ -9,7 +9,7 @@ from fastapi import Path as Path_
 
 from ..memory.options import stored_config
 from ..session import MessageStatus
-from .deps import IdempotencyKey, SessionPath, UserScope, service_of
+from .deps import IdempotencyKey, PrefixQuery, SessionPath, UserScope, service_of
 from .problems import responses
 from .schemas import (
     ClearIn,
@@ -67,9 +67,9 @@ def import_session(body: ImportIn, scope: UserScope, service: Svc) -> dict[str, 
 
 
 @router.get("/{session_id}", response_model=SessionDetail, responses=responses(404, 409), operation_id="getSession")
-def get_session(session_id: SessionPath, scope: UserScope, service: Svc) -> dict[str, Any]:
+def get_session(session_id: SessionPath, scope: UserScope, service: Svc, prefix: PrefixQuery = False) -> dict[str, Any]:
     """A session, the options it opens with, and its running figures."""
-    info, memory = service.sessions.detail(scope, session_id)
+    info, memory = service.sessions.detail(scope, session_id, prefix=prefix)
     state = service.backend.store.load(info.id, user_id=scope.store_user).state
     return detail_view(scope, info, memory, stored_config(state))
 
@@ -105,9 +105,9 @@ def fork_session(session_id: SessionPath, body: ForkIn, scope: UserScope, servic
     response_class=Response,
     operation_id="exportSession",
 )
-def export_session(session_id: SessionPath, scope: UserScope, service: Svc) -> Response:
+def export_session(session_id: SessionPath, scope: UserScope, service: Svc, prefix: PrefixQuery = False) -> Response:
     """The session as versioned JSONL (import it with ``POST /v1/sessions/import``)."""
-    return Response(service.sessions.export(scope, session_id), media_type="application/x-ndjson")
+    return Response(service.sessions.export(scope, session_id, prefix=prefix), media_type="application/x-ndjson")
 
 
 @router.post(
@@ -138,9 +138,12 @@ def list_messages(
     status: Annotated[list[MessageStatus] | None, Query(description="Only these statuses.")] = None,
     cursor: Annotated[int, Query(ge=0, le=2**53)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    prefix: PrefixQuery = False,
 ) -> dict[str, Any]:
     """Stored messages oldest first, with their status, ``limit`` at a time."""
-    rows, next_cursor = service.sessions.page(scope, session_id, status=status or [], cursor=cursor, limit=limit)
+    rows, next_cursor = service.sessions.page(
+        scope, session_id, status=status or [], cursor=cursor, limit=limit, prefix=prefix
+    )
     items = [
         {"seq": s.seq, "tokens": s.tokens, "status": kind, "message": message_view(scope, s.message)}
         for s, kind in rows

@@ -173,8 +173,13 @@ class AccountOut(BaseModel):
     free: int
     exact: bool
     counter: str
-    reused: int = Field(description="Prefix tokens shared with the previous context of one memory object (0 here).")
+    reused: int = Field(
+        description="Prefix tokens shared with the session's previous context (the service keeps each session's "
+        "memory open between requests; 0 after it was opened again)."
+    )
     breakpoints: list[int] = Field(description="Token offsets where the stable parts of the context end.")
+    tools: int = Field(default=0, description="Tokens of the tool definitions sent with the request.")
+    tools_changed: bool = Field(default=False, description="The tools differ from the previous context's.")
 
 
 class LeftOutOut(BaseModel):

@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
+from ..errors import AmbiguousSessionError, ConflictError, InvalidMessageError, SessionNotFoundError, StoreError
 from ..formats import FORMATS, parse_items
 from ..formats._replies import parse_reply
 from ..limits import check_json, check_text
@@ -30,8 +30,10 @@ from ..policy.context import Context
 from ..session import MessageStatus, SessionInfo, status_of
 from ..stores._export import export_header
 from ..stores.codec import decode_message
+from ..usage import parse_usage
 from .backends import Backend, RecallSink
 from .blocklog import BlockLog
+from .open_memories import OpenMemories, memory_view
 from .problems import ServiceError
 from .replays import Replays
 from .tenancy import Scope
@@ -39,45 +41,79 @@ from .tenancy import Scope
 __all__ = ["SessionService"]
 
 ADD_ATTEMPTS = 3
+T = TypeVar("T")
 
 
 class SessionService:
     """Sessions, messages and contexts of every tenant, over one :class:`Backend`."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, keep_sessions: int = 256, keep_tokens: int = 4_000_000) -> None:
         self.backend = backend
         self.store = backend.store
         self.sink = RecallSink(backend)
         self.blocklog = BlockLog(backend.blocks)
         self.replays = Replays(self.store, self.blocklog)
+        self.memories = OpenMemories(max_sessions=keep_sessions, max_tokens=keep_tokens)
 
     # -- naming --------------------------------------------------------------------------------
-    def resolve(self, scope: Scope, session_id: str) -> SessionInfo:
-        """The store's session for a client id (or unique prefix): the tenant's own ids first, then fork ids."""
-        user = scope.store_user
-        try:
-            return self.store.get_session(scope.store_session(session_id), user_id=user)
-        except SessionNotFoundError:
-            pass
-        try:
-            return self.store.get_session(session_id, user_id=user)
-        except SessionNotFoundError:
-            raise SessionNotFoundError(session_id) from None
+    def resolve(self, scope: Scope, session_id: str, *, prefix: bool = False) -> SessionInfo:
+        """The store's session for a client's exact id: the tenant's own id, or a fork's exact id.
 
-    def open(self, scope: Scope, session_id: str, *, blocks: bool = False) -> Memory:
-        """``Memory.open`` on the tenant's id first, then on a fork's (one lookup fewer than resolving first)."""
-        extra: dict[str, Any] = {"sinks": [self.sink]}
-        if blocks:
-            extra["blocks"] = self.user_blocks(scope)
+        With ``prefix`` (a read that asked for it) a unique prefix of one of the caller's own client
+        ids. The stores take id prefixes, and every store id of the tenant starts with ``<tenant>.``:
+        so an exact lookup checks that the store found the very id asked for, never a longer one.
+        """
+        if prefix:
+            return self._by_prefix(scope, session_id)
         user = scope.store_user
+        for store_id in (scope.store_session(session_id), session_id):
+            try:
+                info = self.store.get_session(store_id, user_id=user)
+            except (SessionNotFoundError, AmbiguousSessionError):
+                continue
+            if info.id == store_id and (store_id != session_id or not store_id.startswith(scope.session_prefix)):
+                return info  # the tenant's own id, or a store-made (fork) id exactly
+        raise SessionNotFoundError(session_id)
+
+    def _by_prefix(self, scope: Scope, prefix: str) -> SessionInfo:
+        """The one session among the caller's own whose client id starts with ``prefix`` (an exact id first)."""
+        mine = {scope.client_session(s.id): s for s in self.store.list_sessions(user_id=scope.store_user)}
+        if prefix in mine:
+            return mine[prefix]
+        found = sorted(c for c in mine if c.startswith(prefix))
+        if len(found) > 1:
+            raise AmbiguousSessionError(prefix, found)
+        if not found:
+            raise SessionNotFoundError(prefix)
+        return mine[found[0]]
+
+    def open(self, scope: Scope, session_id: str) -> Memory:
+        """The session's memory as ``Memory.open`` gives it (its saved options, the user's blocks, the
+        recall sink), kept open between requests while the store says it is still current."""
+        return self._open(scope, self.resolve(scope, session_id))
+
+    def _open(self, scope: Scope, info: SessionInfo) -> Memory:
+        user, blocks = scope.store_user, self.user_blocks(scope)
+
+        def opener() -> Memory:
+            return Memory.open(info.id, store=self.store, user_id=user, sinks=[self.sink], blocks=blocks)
+
+        return self.memories.get(info, user, blocks, opener)
+
+    def _run(self, scope: Scope, memory: Memory, call: Callable[[Memory], T]) -> T:
+        """``call(memory)``; a memory whose operation failed is dropped from the kept ones."""
         try:
-            return Memory.open(scope.store_session(session_id), store=self.store, user_id=user, **extra)
-        except SessionNotFoundError:
-            pass
-        try:
-            return Memory.open(session_id, store=self.store, user_id=user, **extra)
-        except SessionNotFoundError:
-            raise SessionNotFoundError(session_id) from None
+            result = call(memory)
+        except BaseException:
+            self.memories.drop(scope.store_user, memory.session_id)
+            raise
+        if memory_view(memory)[0] == 0:
+            # Nothing stored yet: a state-only change (usage, clear) lives in this memory alone until its
+            # first append, so keeping it would give one worker a session the others do not see.
+            self.memories.drop(scope.store_user, memory.session_id)
+        else:
+            self.memories.touch(memory, scope.store_user)
+        return result
 
     def user_blocks(self, scope: Scope) -> list[StaticBlock]:
         """The user's working blocks as they are now: every context of the user's sessions shows them."""
@@ -122,7 +158,9 @@ class SessionService:
         return self.store.update_session(info.id, user_id=scope.store_user, title=title, metadata=metadata)
 
     def delete(self, scope: Scope, session_id: str) -> None:
-        self.store.delete_session(self.resolve(scope, session_id).id, user_id=scope.store_user)
+        info = self.resolve(scope, session_id)
+        self.memories.drop(scope.store_user, info.id)
+        self.store.delete_session(info.id, user_id=scope.store_user)
 
     def fork(self, scope: Scope, session_id: str, at_seq: int) -> SessionInfo:
         info = self.resolve(scope, session_id)
@@ -133,8 +171,8 @@ class SessionService:
             )
         return self.store.fork(info.id, at_seq, user_id=scope.store_user)
 
-    def export(self, scope: Scope, session_id: str) -> bytes:
-        info = self.resolve(scope, session_id)
+    def export(self, scope: Scope, session_id: str, *, prefix: bool = False) -> bytes:
+        info = self.resolve(scope, session_id, prefix=prefix)
         data = self.store.export_jsonl(info.id, user_id=scope.store_user)
         head, _, rest = data.partition(b"\n")
         header = json.loads(head)
@@ -200,13 +238,13 @@ class SessionService:
             for i, m in enumerate(parsed)
         ]
         for attempt in range(ADD_ATTEMPTS):
-            memory = self.open(scope, session_id, blocks=True)  # evicts beside the blocks, as the context shows them
-            before = memory.stats().messages
+            memory = self.open(scope, session_id)  # with the user's blocks: evicts beside them, as the context shows
+            before = memory_view(memory)[0]
             try:
-                added = memory.add_many(batch)
-                return added, memory.stats().messages > before
+                added = self._run(scope, memory, lambda m: m.add_many(batch))
+                return added, memory_view(memory)[0] > before
             except ConflictError:
-                if memory.stats().messages > before:  # appended; only the state save lost
+                if memory_view(memory)[0] > before:  # appended; only the state save lost
                     return batch, True
                 if attempt == ADD_ATTEMPTS - 1:
                     raise
@@ -220,15 +258,24 @@ class SessionService:
         if fmt is not None and fmt not in FORMATS:
             raise InvalidMessageError(f"unknown format {fmt!r}", field="format")
         messages, usage = parse_reply(dict(response))
+        if usage:
+            parse_usage(usage)  # a usage the memory would refuse is refused before the reply is stored
         added, wrote = self._add_parsed(scope, session_id, messages, key) if messages else ([], True)
         if usage and wrote:
             self.record_usage(scope, session_id, usage)
         return added
 
     def page(
-        self, scope: Scope, session_id: str, *, status: Sequence[MessageStatus], cursor: int, limit: int
+        self,
+        scope: Scope,
+        session_id: str,
+        *,
+        status: Sequence[MessageStatus],
+        cursor: int,
+        limit: int,
+        prefix: bool = False,
     ) -> tuple[list[tuple[StoredMessage, MessageStatus]], int | None]:
-        info = self.resolve(scope, session_id)
+        info = self.resolve(scope, session_id, prefix=prefix)
         state = self.store.load(info.id, user_id=scope.store_user).state
         wanted = set(status)
         out: list[tuple[StoredMessage, MessageStatus]] = []
@@ -243,34 +290,46 @@ class SessionService:
         return out, None
 
     def context(self, scope: Scope, session_id: str, input: Any, fmt: str | None) -> Context:
-        return self.open(scope, session_id, blocks=True).context(input, format=fmt)
+        return self._run(scope, self.open(scope, session_id), lambda m: m.context(input, format=fmt))
 
     def clear(self, scope: Scope, session_id: str, *, keep_system: bool) -> None:
-        self.open(scope, session_id).clear(keep_system=keep_system)
+        self._run(scope, self.open(scope, session_id), lambda m: m.clear(keep_system=keep_system))
 
     def rollback(self, scope: Scope, session_id: str) -> list[Message]:
-        return self.open(scope, session_id).rollback_incomplete()
+        return self._run(scope, self.open(scope, session_id), lambda m: m.rollback_incomplete())
 
     def repair(self, scope: Scope, session_id: str) -> list[Message]:
-        return self.open(scope, session_id).repair()
+        return self._run(scope, self.open(scope, session_id), lambda m: m.repair())
 
     def record_usage(self, scope: Scope, session_id: str, usage: Mapping[str, Any]) -> dict[str, Any]:
         memory = self.open(scope, session_id)
         try:
-            parsed = memory.record_usage(dict(usage))
-        except (TypeError, ValueError, KeyError) as exc:
-            raise InvalidMessageError(f"not a usage object: {exc}", field="usage") from None
+            parsed = self._run(scope, memory, lambda m: m.record_usage(dict(usage)))
+        except InvalidMessageError:
+            raise
+        except (TypeError, ValueError, KeyError, OverflowError) as exc:
+            raise InvalidMessageError(f"not a usage object: {_short(exc)}", field="usage") from None
         return dataclasses.asdict(parsed)
 
-    def detail(self, scope: Scope, session_id: str) -> tuple[SessionInfo, Memory]:
-        info = self.resolve(scope, session_id)
-        return info, Memory.open(info.id, store=self.store, user_id=scope.store_user)
+    def detail(self, scope: Scope, session_id: str, *, prefix: bool = False) -> tuple[SessionInfo, Memory]:
+        info = self.resolve(scope, session_id, prefix=prefix)
+        return info, self._open(scope, info)
 
     def _last_seq(self, scope: Scope, info: SessionInfo) -> int | None:
         loaded = self.store.load(info.id, user_id=scope.store_user)
         seqs = [s.seq for s in (*loaded.pinned, *loaded.window)]
         last = max([*seqs, loaded.state.window_start - 1], default=-1)
         return last if last >= 0 else None
+
+
+def _short(exc: Exception) -> str:
+    """An exception's message without the Python internals (call signatures, limits of ``int``)."""
+    text = str(exc)
+    if isinstance(exc, OverflowError) or ("int" in text and "digits" in text):
+        return "a number is too large"
+    if "unexpected keyword argument" in text or "positional argument" in text:
+        return "unknown or missing fields"
+    return text
 
 
 def _dumps(value: Any) -> str:

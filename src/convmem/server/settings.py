@@ -29,6 +29,8 @@ class Settings:
         request_timeout: seconds a request may take before it gets 503 (the work may still finish).
         max_replay: the longest session the inspector replays.
         ui: serve the inspector at ``/ui``.
+        keep_sessions: how many open memories a worker keeps between requests (0: open every request).
+        keep_tokens: the window tokens those kept memories may hold in all.
     """
 
     store: str | None = None
@@ -40,6 +42,8 @@ class Settings:
     max_replay: int = 20_000
     ui: bool = True
     redis_prefix: str | None = None
+    keep_sessions: int = 256
+    keep_tokens: int = 4_000_000
 
     def to_env(self) -> dict[str, str]:
         """The environment that makes :meth:`from_env` return these settings (for worker processes)."""

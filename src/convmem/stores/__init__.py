@@ -90,6 +90,7 @@ __all__ = [
     "SummaryRecord",
     "aopen_store",
     "open_store",
+    "split_store_url",
     "status_of",
 ]
 
@@ -119,15 +120,17 @@ def open_store(spec: str | None = None) -> SessionStore:
         spec: ``"memory"``; ``"sqlite"`` (the default path, also for ``None``);
             ``"sqlite:///abs/path.db"`` or any path ending in ``.db``,
             ``.sqlite`` or ``.sqlite3``; ``"files:///abs/dir"``; a PostgreSQL URL
-            (``postgresql://`` or ``postgres://``); a Redis URL (``redis://``,
-            ``rediss://`` or ``unix://``).
+            (``postgresql://`` or ``postgres://``; ``?schema=name`` chooses the schema, default
+            ``convmem``); a Redis URL (``redis://``, ``rediss://`` or ``unix://``; ``?prefix=p:``
+            chooses the key prefix, default ``convmem:``).
 
     Raises:
         ConfigurationError: the spec names no known backend, or the backend's extra is not installed.
         StoreError: a server backend cannot connect.
     """
     kind, argument = _parse(spec)
-    store: SessionStore = __getattr__(_NAMES[kind])(*([] if argument is None else [argument]))
+    url, options = split_store_url(argument) if kind in ("postgres", "redis") else (argument, {})
+    store: SessionStore = __getattr__(_NAMES[kind])(*([] if url is None else [url]), **options)
     return store
 
 
@@ -145,8 +148,33 @@ async def aopen_store(spec: str | None = None) -> AsyncSessionStore:
 def open_async_store_now(spec: str | None = None) -> AsyncSessionStore:
     """:func:`aopen_store` without awaiting: for a constructor (``AsyncMemory(store=...)``) that cannot await."""
     kind, argument = _parse(spec)
-    store: AsyncSessionStore = __getattr__("Async" + _NAMES[kind])(*([] if argument is None else [argument]))
+    url, options = split_store_url(argument) if kind in ("postgres", "redis") else (argument, {})
+    store: AsyncSessionStore = __getattr__("Async" + _NAMES[kind])(*([] if url is None else [url]), **options)
     return store
+
+
+_URL_OPTIONS = {"postgres": "schema", "redis": "prefix"}
+
+
+def split_store_url(url: str) -> tuple[str, dict[str, str]]:
+    """A server store's URL without convmem's own query option, and that option.
+
+    ``postgresql://...?schema=name`` chooses the PostgreSQL schema and ``redis://...?prefix=p:`` the
+    Redis key prefix; every other query parameter stays in the URL for the driver.
+    """
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    kind = "postgres" if url.startswith(("postgresql://", "postgres://")) else "redis"
+    name = _URL_OPTIONS[kind]
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    chosen = [v for k, v in pairs if k == name]
+    if not chosen:
+        return url, {}
+    if len(chosen) > 1 or not chosen[0]:
+        raise ConfigurationError(f"store URL: give ?{name}= once, with a value")
+    rest = urlencode([(k, v) for k, v in pairs if k != name])
+    return urlunsplit(parts._replace(query=rest)), {name: chosen[0]}
 
 
 _NAMES = {

@@ -119,6 +119,7 @@ class SessionRecord:
                 self.base_tokens + self.tokens,
                 self.parent_id,
                 self.fork_seq,
+                view=self.view(),
             )
         except READ_ERRORS as exc:
             raise corrupt(self.backend, self.id, None, exc) from None
