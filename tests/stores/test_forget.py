@@ -41,7 +41,7 @@ from convmem.stores.base import AppendRequest
 from ._backends import backend
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "files"]
 MODEL = "hash-8"
 
 
@@ -159,7 +159,9 @@ def test_forget_a_user_leaves_no_byte_and_the_other_user_untouched(kind: str, tm
             "recall_docs": 11,
             "vectors": 11,
         }
-        assert sorted(receipt.sessions)[0:1] and "chat" in receipt.sessions and "other" in receipt.sessions
+        assert sorted(receipt.sessions)[0:1]
+        assert "chat" in receipt.sessions
+        assert "other" in receipt.sessions
         store.compact()
 
         assert snapshot(store, "bob") == before
@@ -176,7 +178,8 @@ def test_forget_a_user_leaves_no_byte_and_the_other_user_untouched(kind: str, tm
         live = [w for w in seeded.canaries["bob"] if w not in seeded.superseded["bob"]]
         assert found(data, live) == live
         again = store.forget(user_id="alice")
-        assert again.total == 0 and again.pending == ""
+        assert again.total == 0
+        assert again.pending == ""
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
@@ -189,10 +192,13 @@ def test_forget_a_session_takes_its_forks_and_nothing_else(kind: str, tmp_path: 
 
         receipt = store.forget(user_id="alice", session_id="chat", compact=True)
         assert set(receipt.sessions) == {"chat", fork.id}
-        assert receipt.removed["sessions"] == 2 and receipt.removed["messages"] == 8
-        assert receipt.removed["facts"] == 2 and receipt.removed["recall_docs"] == 8
+        assert receipt.removed["sessions"] == 2
+        assert receipt.removed["messages"] == 8
+        assert receipt.removed["facts"] == 2
+        assert receipt.removed["recall_docs"] == 8
         assert receipt.removed["blocks"] == 0  # blocks belong to the user, not to a session
-        assert receipt.compacted and receipt.pending == ""
+        assert receipt.compacted
+        assert receipt.pending == ""
 
         after = snapshot(store, "alice")
         assert [i.id for i in after["sessions"]] == ["other"]
@@ -205,7 +211,8 @@ def test_forget_a_session_takes_its_forks_and_nothing_else(kind: str, tmp_path: 
 
 def test_receipt_counts_every_kind_and_holds_no_content() -> None:
     receipt = ForgetReceipt("alice", None, {"messages": 2})
-    assert list(receipt.removed) == list(KINDS) and receipt.total == 2
+    assert list(receipt.removed) == list(KINDS)
+    assert receipt.total == 2
     assert receipt.as_dict()["removed"] == dict.fromkeys(KINDS, 0) | {"messages": 2}
 
 
@@ -235,7 +242,8 @@ def test_a_writer_of_an_erased_session_gets_session_lost(kind: str, tmp_path: Pa
         store.forget(user_id="alice", session_id="chat")
         thread.join(10)
         assert not thread.is_alive()
-        assert len(errors) == 1 and isinstance(errors[0], SessionLostError), errors
+        assert len(errors) == 1, errors
+        assert isinstance(errors[0], SessionLostError), errors
         assert store.list_sessions(user_id="alice") == []
         assert store.forget(user_id="alice").total == 0  # nothing was re-created behind the erasure
 
@@ -254,7 +262,23 @@ def test_sqlite_scan_finds_what_forget_leaves_before_compaction(tmp_path: Path) 
     with _sqlite(tmp_path) as store:
         seeded = seed(store, ("alice", "bob"))
         receipt = store.forget(user_id="alice")
-        assert receipt.pending and receipt.compact.startswith("convmem compact --store sqlite://")
+        assert receipt.pending
+        assert receipt.compact.startswith("convmem compact --store sqlite://")
         assert found(store_bytes("sqlite", store, tmp_path), seeded.canaries["alice"])
         store.compact()
         assert found(store_bytes("sqlite", store, tmp_path), seeded.canaries["alice"]) == []
+
+
+def test_a_file_log_read_before_an_erasure_reads_the_rewritten_file(tmp_path: Path) -> None:
+    """Another process's open fact store (its offset into the old file) sees the rewrite, not a stale tail."""
+    from convmem.stores import FileStore
+
+    store, reader = FileStore(tmp_path), FileStore(tmp_path).facts()
+    seed(store, ("alice", "bob"))
+    assert len(reader.list_facts(user_id="alice")) == 3
+    store.forget(user_id="alice")
+    assert reader.list_facts(user_id="alice") == []
+    assert len(reader.list_facts(user_id="bob")) == 3
+    more = Fact("bob-new", "bob", "bob likes tea", T0, T0)
+    reader.write_facts([more], [])  # appends after the rewritten file's end, not the old one's
+    assert more in store.facts().list_facts(user_id="bob")
