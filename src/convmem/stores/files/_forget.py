@@ -12,6 +12,7 @@ the store (the file system may keep freed blocks until it reuses them, as it doe
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -60,10 +61,9 @@ def erase(
     counts["messages"] = sum(m.count for m in metas.values()) - sum(m.count for m in left.values())
     erased = None if session_id is None else set(order)
     if session_id is None:
-        try:
-            os.rmdir(files.home(user_id))  # its name is the user's id
-        except OSError:
-            pass  # a writer has just started a new session of the user: it is the user's to keep
+        # Its name is the user's id; a writer that has just started a new session of the user keeps it.
+        with contextlib.suppress(OSError):
+            os.rmdir(files.home(user_id))
     facts = FileFactStore(root)._log.rewrite(lambda f: not (f.user_id == user_id and in_sessions(f.session_id, erased)))
     counts["facts"] = len({f.id for f in facts})
     if session_id is None:
