@@ -331,7 +331,7 @@ class SQLiteStore:
             counts,
             tuple(erased),
             pending=pending,
-            compact=f"convmem compact --store sqlite://{os.path.abspath(self.path)}" if pending else "",
+            compact=f"convmem compact --db sqlite://{os.path.abspath(self.path)}" if pending else "",
             compacted=compact,
         )
 
