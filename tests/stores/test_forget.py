@@ -145,7 +145,8 @@ def _postgres_bytes(store: Any) -> bytes:
     with psycopg.connect(store.settings.url, autocommit=True) as conn:
         conn.execute("CHECKPOINT")
         rels = conn.execute(
-            "SELECT c.oid FROM pg_class c WHERE c.relnamespace = %s::regnamespace AND c.relkind IN ('r', 'i', 't', 'm') "
+            "SELECT c.oid FROM pg_class c WHERE c.relnamespace = %s::regnamespace "
+            "AND c.relkind IN ('r', 'i', 't', 'm') "
             "UNION SELECT t.oid FROM pg_class c JOIN pg_class t ON t.oid = c.reltoastrelid "
             "WHERE c.relnamespace = %s::regnamespace "
             "UNION SELECT i.indexrelid FROM pg_class c JOIN pg_index i ON i.indrelid = c.reltoastrelid "
