@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -29,16 +31,60 @@ import pytest
 from convmem.errors import SessionLostError
 from convmem.longterm.blocks.store import BlockRecord
 from convmem.longterm.facts.model import Fact
-from convmem.longterm.recall.model import RecallDoc
-from convmem.longterm.recall.store import LexicalRecallStore
+from convmem.longterm.recall.model import RecallDoc, Where
+from convmem.longterm.recall.store import LexicalRecallStore, SearchingRecallStore, StoreQuery, StoreResult
 from convmem.messages import Message
 from convmem.stores._forget import KINDS, ForgetReceipt
 from convmem.stores.base import AppendRequest
 
 from ._backends import backend
+from ._servers import prefix_for, schema_for
+from .test_search_servers import drop_redis
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
-BACKENDS = ["sqlite", "files", "postgres"]
+BACKENDS = ["sqlite", "files", "postgres", "redis", "pgvector", "redisearch"]
+
+
+# A byte scan of PostgreSQL needs a CHECKPOINT of the whole server (5 s on a shared one).
+def _scanned(kinds: list[str]) -> list[Any]:
+    return [pytest.param(k, marks=pytest.mark.slow) if k in ("postgres", "pgvector") else k for k in kinds]
+
+
+SCANNED = _scanned(BACKENDS)
+SEARCH_URLS = {"pgvector": "pgvector_url", "redisearch": "redisearch_url"}
+
+
+@contextmanager
+def opened(kind: str, where: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh store of ``kind``: the machine's servers, or the test-owned ones with their search modules."""
+    if kind not in SEARCH_URLS:
+        with backend(kind, where) as store:
+            yield store
+        return
+    url = request.getfixturevalue(SEARCH_URLS[kind])
+    if kind == "pgvector":
+        import psycopg
+
+        from convmem.stores.postgres import PostgresStore
+
+        store = PostgresStore(url, schema=schema_for(where), max_size=2)
+        try:
+            yield store
+        finally:
+            store.close()
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema_for(where)} CASCADE".encode())
+    else:
+        from convmem.stores.redis import RedisStore
+
+        store = RedisStore(url, prefix=prefix_for(where))
+        try:
+            yield store
+        finally:
+            store.close()
+            drop_redis(url, prefix_for(where))
+
+
 MODEL = "hash-8"
 
 
@@ -125,6 +171,10 @@ def snapshot(store: Any, user: str) -> dict[str, Any]:
     out["vectors"] = (refs, np.asarray(matrix).tobytes())
     if isinstance(recall, LexicalRecallStore):
         out["lexical"] = recall.lexical_search(f"{user} recalls", user_id=user, limit=50)
+    if isinstance(recall, SearchingRecallStore) and recall.searches():
+        query = StoreQuery(user, Where(), 50, text=f"{user} recalls", model=MODEL, vector=np.ones(8, np.float32))
+        out["search"] = recall.search(query)
+        out["count"] = recall.count_docs(user)
     return out
 
 
@@ -132,9 +182,35 @@ def store_bytes(kind: str, store: Any, where: Path) -> bytes:
     """Every byte the store keeps (see the module docstring for what that is per backend)."""
     if kind in ("sqlite", "files"):
         return b"".join(p.read_bytes() for p in sorted(where.rglob("*")) if p.is_file())
-    if kind == "postgres":
+    if kind in ("postgres", "pgvector"):
         return _postgres_bytes(store)
+    if kind in ("redis", "redisearch"):
+        return _redis_bytes(store)
     raise AssertionError(kind)
+
+
+def _redis_bytes(store: Any) -> bytes:
+    """Every key of the store's prefix: its name and its whole value, read by type (DUMP compresses with LZF)."""
+    import redis
+
+    chunks: list[bytes] = []
+    with redis.Redis.from_url(store.settings.url) as client:
+        for name in client.scan_iter(match=f"{store.keys.prefix}*", count=1000):
+            kind = client.type(name)
+            if kind == b"string":
+                value: Any = [client.get(name)]
+            elif kind == b"hash":
+                value = [b for pair in client.hgetall(name).items() for b in pair]
+            elif kind == b"zset":
+                value = client.zrange(name, 0, -1)
+            elif kind == b"list":
+                value = client.lrange(name, 0, -1)
+            elif kind == b"set":
+                value = list(client.smembers(name))
+            else:
+                raise AssertionError(f"a key of an unexpected type: {name!r} {kind!r}")
+            chunks += [name, *value]
+    return b"".join(chunks)
 
 
 def _postgres_bytes(store: Any) -> bytes:
@@ -172,12 +248,14 @@ def found(data: bytes, words: list[str]) -> list[str]:
     return [w for w in words if w[-10:].encode() in low]
 
 
-@pytest.mark.parametrize("kind", BACKENDS)
-def test_forget_a_user_leaves_no_byte_and_the_other_user_untouched(kind: str, tmp_path: Path) -> None:
-    with backend(kind, tmp_path) as store:
+@pytest.mark.parametrize("kind", SCANNED)
+def test_forget_a_user_leaves_no_byte_and_the_other_user_untouched(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    with opened(kind, tmp_path, request) as store:
         seeded = seed(store, ("alice", "bob"))
         before = snapshot(store, "bob")
-        assert found(store_bytes(kind, store, tmp_path), seeded.canaries["alice"])  # the scan sees them
+        assert ("search" in before) == (kind in SEARCH_URLS)  # the server's own search is compared too
 
         receipt = store.forget(user_id="alice")
         assert receipt.removed == {
@@ -201,6 +279,7 @@ def test_forget_a_user_leaves_no_byte_and_the_other_user_untouched(kind: str, tm
             "docs": [],
             "vectors": ([], np.zeros((0, 0), dtype=np.float32).tobytes()),
             **({"lexical": []} if "lexical" in before else {}),
+            **({"search": StoreResult([], 0), "count": 0} if "search" in before else {}),
         }
         data = store_bytes(kind, store, tmp_path)
         assert found(data, seeded.canaries["alice"]) == []
@@ -212,8 +291,10 @@ def test_forget_a_user_leaves_no_byte_and_the_other_user_untouched(kind: str, tm
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-def test_forget_a_session_takes_its_forks_and_nothing_else(kind: str, tmp_path: Path) -> None:
-    with backend(kind, tmp_path) as store:
+def test_forget_a_session_takes_its_forks_and_nothing_else(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    with opened(kind, tmp_path, request) as store:
         seed(store, ("alice", "bob"))
         bob = snapshot(store, "bob")
         other = {k: v for k, v in snapshot(store, "alice").items() if k.endswith(":other")}
@@ -246,9 +327,11 @@ def test_receipt_counts_every_kind_and_holds_no_content() -> None:
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-def test_a_writer_of_an_erased_session_gets_session_lost(kind: str, tmp_path: Path) -> None:
+def test_a_writer_of_an_erased_session_gets_session_lost(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """A writer appends while the session is erased: it ends with SessionLostError and nothing of it remains."""
-    with backend(kind, tmp_path) as store:
+    with opened(kind, tmp_path, request) as store:
         store.append(AppendRequest("chat", _msgs("alice", "w", 1, []), user_id="alice"))
         errors: list[BaseException] = []
         started = threading.Event()
@@ -277,11 +360,13 @@ def test_a_writer_of_an_erased_session_gets_session_lost(kind: str, tmp_path: Pa
         assert store.forget(user_id="alice").total == 0  # nothing was re-created behind the erasure
 
 
-@pytest.mark.parametrize("kind", [k for k in BACKENDS if k in ("sqlite", "postgres")])
-def test_the_scan_finds_what_forget_leaves_until_the_compaction(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", _scanned(["sqlite", "postgres", "pgvector"]))
+def test_the_scan_finds_what_forget_leaves_until_the_compaction(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """Without the compaction, FTS5 segments (SQLite) and dead tuples (PostgreSQL; a plain VACUUM leaves some
     too) still hold erased words: the compaction step is needed, and the scan is able to see them."""
-    with backend(kind, tmp_path) as store:
+    with opened(kind, tmp_path, request) as store:
         seeded = seed(store, ("alice", "bob"))
         receipt = store.forget(user_id="alice")
         assert receipt.pending
