@@ -42,7 +42,7 @@ from ._servers import prefix_for, schema_for
 from .test_search_servers import drop_redis
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
-BACKENDS = ["sqlite", "files", "postgres", "redis", "pgvector", "redisearch"]
+BACKENDS = ["memory", "sqlite", "files", "postgres", "redis", "pgvector", "redisearch"]
 
 
 # A byte scan of PostgreSQL needs a CHECKPOINT of the whole server (5 s on a shared one).
@@ -180,6 +180,8 @@ def snapshot(store: Any, user: str) -> dict[str, Any]:
 
 def store_bytes(kind: str, store: Any, where: Path) -> bytes:
     """Every byte the store keeps (see the module docstring for what that is per backend)."""
+    if kind == "memory":
+        return b""  # nothing on disk: the scan is of the read APIs above
     if kind in ("sqlite", "files"):
         return b"".join(p.read_bytes() for p in sorted(where.rglob("*")) if p.is_file())
     if kind in ("postgres", "pgvector"):
@@ -284,7 +286,7 @@ def test_forget_a_user_leaves_no_byte_and_the_other_user_untouched(
         data = store_bytes(kind, store, tmp_path)
         assert found(data, seeded.canaries["alice"]) == []
         live = [w for w in seeded.canaries["bob"] if w not in seeded.superseded["bob"]]
-        assert found(data, live) == live
+        assert found(data, live) == (live if kind != "memory" else [])
         again = store.forget(user_id="alice")
         assert again.total == 0
         assert again.pending == ""
