@@ -43,7 +43,7 @@ def forget(
     session: Annotated[
         str | None,
         typer.Option(
-            "--session", "-s", metavar="SESSION", help="Erase only this session (id or prefix) and its forks."
+            "--session", "-s", metavar="SESSION", help="Erase only this session (id or prefix), forks too."
         ),
     ] = None,
     anonymous: Annotated[bool, typer.Option("--anonymous", help="Erase the sessions saved without a user.")] = False,

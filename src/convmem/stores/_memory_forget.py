@@ -5,21 +5,20 @@ Nothing is on disk, so nothing waits for a compaction; what Python freed is the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import SessionNotFoundError
 from ._forget import KINDS, descendants, in_sessions
 
-if TYPE_CHECKING:
-    from .memory import MemoryStore
-
 __all__ = ["erase"]
 
 
-def erase(store: MemoryStore, user_id: str | None, session_id: str | None) -> tuple[dict[str, int], list[str]]:
+def erase(store: Any, user_id: str | None, session_id: str | None) -> tuple[dict[str, int], list[str]]:
     """Erase the user (``session_id`` None) or the session and its forks; returns (counts, session ids).
 
-    The caller holds the store's lock, so no append interleaves.
+    ``store`` is the :class:`~convmem.stores.memory.MemoryStore` (typed loosely: naming it here would make
+    an import cycle with the module that imports this one); the caller holds its lock, so no append
+    interleaves.
     """
     counts = dict.fromkeys(KINDS, 0)
     mine = {sid: s for (u, sid), s in store._sessions.items() if u == user_id}
