@@ -42,9 +42,7 @@ def forget(
     user: UserRequired = None,
     session: Annotated[
         str | None,
-        typer.Option(
-            "--session", "-s", metavar="SESSION", help="Erase only this session (id or prefix), forks too."
-        ),
+        typer.Option("--session", "-s", metavar="SESSION", help="Only this session (id or prefix) and its forks."),
     ] = None,
     anonymous: Annotated[bool, typer.Option("--anonymous", help="Erase the sessions saved without a user.")] = False,
     db: DbOption = None,
