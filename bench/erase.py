@@ -35,7 +35,23 @@ from convmem.stores.base import AppendRequest
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 PER_SESSION = 1_000
-WORDS = "the bike was parked near the north gate after lunch with my sister on tuesday".split()
+WORDS = [
+    "the",
+    "bike",
+    "was",
+    "parked",
+    "near",
+    "the",
+    "north",
+    "gate",
+    "after",
+    "lunch",
+    "with",
+    "my",
+    "sister",
+    "on",
+    "tuesday",
+]
 
 
 def _text(i: int) -> str:

@@ -391,3 +391,35 @@ def test_a_file_log_read_before_an_erasure_reads_the_rewritten_file(tmp_path: Pa
     more = Fact("bob-new", "bob", "bob likes tea", T0, T0)
     reader.write_facts([more], [])  # appends after the rewritten file's end, not the old one's
     assert more in store.facts().list_facts(user_id="bob")
+
+
+def test_a_persisting_redis_keeps_erased_data_in_its_aof_until_compact(tmp_path: Path) -> None:
+    """The server's own file (an AOF, plain commands here so a scan can read it) holds the erased writes until
+    ``compact`` rewrites it; the receipt says so."""
+    from convmem.stores.redis import RedisStore
+
+    from ._servers import RedisServer
+
+    server = RedisServer(tmp_path, durable=True)
+    server.command += ["--aof-use-rdb-preamble", "no"]
+    server.start()
+    try:
+        store = RedisStore(server.url, prefix="convmem-t-aof:")
+        try:
+            seeded = seed(store, ("alice", "bob"))
+            receipt = store.forget(user_id="alice")
+            assert "AOF" in receipt.pending
+            assert receipt.compact
+
+            def aof() -> bytes:
+                return b"".join(p.read_bytes() for p in (tmp_path / "appendonlydir").iterdir() if p.is_file())
+
+            assert found(aof(), seeded.canaries["alice"])
+            store.compact()
+            assert found(aof(), seeded.canaries["alice"]) == []
+            live = [w for w in seeded.canaries["bob"] if w not in seeded.superseded["bob"]]
+            assert found(aof(), live) == live
+        finally:
+            store.close()
+    finally:
+        server.stop()

@@ -9,7 +9,9 @@ configuration uses.
 
 from __future__ import annotations
 
-from ...errors import SessionNotFoundError
+import time
+
+from ...errors import SessionNotFoundError, StoreError
 from .._forget import KINDS
 from .._record import unscoped, user_prefix
 from ._ops import Cmd, Flow, Keys, Op, resolve, user_key
@@ -61,13 +63,33 @@ def _value(reply: object) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
-def compact(kinds: list[str]) -> Op[None]:
-    """Rewrite the server's files that still hold erased keys (the AOF, the RDB snapshot)."""
+def compact(kinds: list[str], *, wait: float = 60.0) -> Op[None]:
+    """Rewrite the server's files that still hold erased keys (the AOF, the RDB snapshot), and wait for it."""
 
     def flow(retried: bool) -> Flow[None]:
-        if "aof" in kinds:
-            yield Cmd(("BGREWRITEAOF",))
-        if "rdb" in kinds:
-            yield Cmd(("BGSAVE",))
+        for kind, command, flag in (("aof", "BGREWRITEAOF", "aof_rewrite"), ("rdb", "BGSAVE", "rdb_bgsave")):
+            if kind not in kinds:
+                continue
+            yield from _idle(flag, wait)  # one already running would refuse the command
+            yield Cmd((command,))
+            yield from _idle(flag, wait)
 
-    return Op("compact", flow)
+    return Op("compact", flow, retry=False)
+
+
+def _idle(flag: str, wait: float) -> Flow[None]:
+    """Wait until the server's ``<flag>_in_progress`` (and a scheduled one) is 0; StoreError after ``wait`` s."""
+    deadline = time.monotonic() + wait
+    while True:
+        info = yield Cmd(("INFO", "persistence"))
+        if not isinstance(info, dict):  # a client that does not parse INFO: its "key:value" lines
+            text = info.decode() if isinstance(info, bytes) else str(info)
+            info = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        busy = any(
+            str(info.get(f"{flag}_{state}", 0)).strip() not in ("0", "") for state in ("in_progress", "scheduled")
+        )
+        if not busy:
+            return
+        if time.monotonic() > deadline:
+            raise StoreError(f"the Redis server's {flag.replace('_', ' ')} did not finish within {wait:.0f} s")
+        time.sleep(0.05)

@@ -4,10 +4,11 @@ The erasure runs in one ``BEGIN IMMEDIATE`` transaction: sessions and messages (
 parent is hidden to keep rows for a fork that goes too), facts, blocks, and recall documents with
 their vectors and their FTS5 entries. The FTS5 index is contentless, so each entry is deleted with
 the ``'delete'`` command and the document's own indexed text (still in ``recall_docs`` until the
-same transaction removes it). ``secure_delete`` is on for the connection, so freed cells are zeroed.
+same transaction removes it). ``secure_delete`` is ``FAST`` for the connection: deleted cells are zeroed
+where that costs no extra write; pages freed whole keep their bytes until ``compact``.
 
 What stays until :func:`compact`: FTS5 keeps deleted terms in its segments until they are merged,
-and the WAL keeps old page images until a checkpoint. ``compact`` merges the FTS5 segments
+freed pages keep their bytes, and the WAL keeps old page images until a checkpoint. ``compact`` merges the FTS5 segments
 (``'optimize'``), rebuilds the file (``VACUUM``) and truncates the WAL.
 """
 
@@ -27,7 +28,7 @@ from ._rows import session_row
 
 __all__ = ["PENDING", "compact", "erase"]
 
-PENDING = "deleted FTS5 terms in unmerged index segments and old pages in the WAL"
+PENDING = "deleted FTS5 terms in unmerged index segments, freed pages, and old pages in the WAL"
 
 _COUNT_SESSIONS = "SELECT count(*) FROM sessions WHERE user_id IS ?"
 _COUNT_MESSAGES = "SELECT count(*) FROM messages WHERE session_id IN (SELECT id FROM sessions WHERE user_id IS ?)"
