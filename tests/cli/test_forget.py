@@ -75,3 +75,20 @@ def test_forget_needs_a_user_and_a_missing_database_is_an_error(tmp_path: Path) 
     assert code == 2
     assert "no database" in out
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_sweep_keeps_the_newest_sessions(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    _seed(db)
+    code, out = invoke("sweep", "-u", "alice", "--keep", "1", "--db", str(db), "--yes")
+    assert code == 0, out
+    assert json.loads(out)["sessions"] == ["s1"]  # s2 was written last
+    code, out = invoke("sweep", "-u", "alice", "--db", str(db), "--yes")
+    assert code == 2
+    assert "--keep" in out
+    store = SQLiteStore(db)
+    try:
+        assert [i.id for i in store.list_sessions(user_id="alice")] == ["s2"]
+        assert len(store.list_sessions(user_id="bob")) == 2
+    finally:
+        store.close()

@@ -1,4 +1,4 @@
-"""``convmem forget`` and ``convmem compact``: erase a user or a session everywhere, then clear the disk.
+"""``convmem forget``, ``sweep`` and ``compact``: erase a user, a session or old sessions, then clear the disk.
 
 ``forget`` erases a user (``--user``), or one session with its forks (``--session``), from every
 kind of data the store keeps (see :mod:`convmem.stores._forget`) and prints the receipt as JSON:
@@ -11,11 +11,16 @@ Usage::
     convmem forget --user alice --yes
     convmem forget --user alice --session 3f2a --db postgresql://db/app --compact --yes
     convmem compact --db sqlite:///var/lib/app/convmem.db
+    convmem sweep --user alice --max-age-days 30 --keep 100 --yes
+
+``sweep`` erases the sessions a retention policy no longer allows (:mod:`convmem.stores._sweep`), each
+as ``forget`` does, and prints one receipt for all of them.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Annotated
 
 import typer
@@ -23,10 +28,13 @@ from rich.console import Console
 
 from ..errors import ConfigurationError
 from ..stores._forget import Forgetting
+from ..stores._sweep import Retention, doomed
+from ..stores._sweep import sweep as run_sweep
+from ..stores._writes import now
 from ._hints import program, store_flags
 from .sessions import DbOption, _store
 
-__all__ = ["compact", "forget"]
+__all__ = ["compact", "forget", "sweep"]
 
 # One of --user and --anonymous is required: erasing the anonymous user must never be a default.
 UserRequired = Annotated[str | None, typer.Option("--user", "-u", metavar="USER", help="The user to erase.")]
@@ -62,6 +70,38 @@ def forget(
     out = receipt.as_dict()
     if receipt.pending:
         out["compact"] = f"{program()} compact{store_flags(db, None)}"  # this store's flags, never a password
+    typer.echo(json.dumps(out, indent=2))
+
+
+def sweep(
+    user: UserRequired = None,
+    anonymous: Annotated[bool, typer.Option("--anonymous", help="Sweep the sessions saved without a user.")] = False,
+    max_age_days: Annotated[
+        float | None, typer.Option("--max-age-days", metavar="DAYS", help="Erase sessions not updated for this long.")
+    ] = None,
+    keep: Annotated[
+        int | None, typer.Option("--keep", metavar="N", help="Keep only the N most recently updated sessions.")
+    ] = None,
+    db: DbOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Erase the sessions a retention policy no longer allows (kept forks keep their history)."""
+    if (user is None) == (not anonymous) or (max_age_days is None and keep is None):
+        Console(stderr=True).print(
+            "[bold red]error:[/bold red] give --user USER (or --anonymous) and --max-age-days and/or --keep",
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=2)
+    with _store(db, user) as store:
+        policy = Retention(None if max_age_days is None else timedelta(days=max_age_days), keep)
+        if not yes:
+            count = len(doomed(store.list_sessions(user_id=user), policy, now()))
+            if not typer.confirm(f"Erase {count} sessions of {'the anonymous user' if anonymous else repr(user)}?"):
+                raise typer.Exit(code=1)
+        receipt = run_sweep(_forgetting(store), user_id=user, policy=policy)
+    out = receipt.as_dict()
+    if receipt.pending:
+        out["compact"] = f"{program()} compact{store_flags(db, None)}"
     typer.echo(json.dumps(out, indent=2))
 
 
