@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from convmem.server import audit
 
 from .conftest import Api, make_api
 
@@ -68,6 +71,14 @@ def test_forget_a_user_over_http(api: Api) -> None:
             assert _view(api, k, u) == before[(k, u)], (k, u)
     again = api.http.post("/v1/forget?user_id=alice", json={}, headers=api.headers(api.key_a)).json()
     assert sum(again["removed"].values()) == 0
+
+    trail = api.http.get("/v1/erasures", headers=api.headers(api.key_a)).json()
+    assert [row["action"] for row in trail] == ["forget-user", "forget-user"]
+    assert trail[1]["counts"] == receipt["removed"]  # oldest last
+    assert trail[0]["key_id"] == api.key_a.split("_")[1]
+    assert trail[0]["subject"] == audit.subject("tenant-a", "alice", None)
+    assert "alice" not in json.dumps(trail)  # who was erased is a hash, not a name
+    assert api.http.get("/v1/erasures", headers=api.headers(api.key_b)).json() == []  # B sees only its own
 
 
 def test_forget_one_session_over_http(api: Api) -> None:

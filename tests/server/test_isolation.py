@@ -46,11 +46,22 @@ BODIES: dict[str, Any] = {
     "putBlock": {"value": "hijacked", "expected_version": 1},
     "editBlock": {"op": "append", "text": "hijacked", "expected_version": 1},
     "recall": {"query": "B-MESSAGE-MARKER parked"},
-    "forget": {"session_id": "not-a-session-of-a"},  # erases in A's namespace only: B's snapshot must not move
+    "forget": {"session_id": "not-a-session-of-a"},
+    "listErasures": None,  # erases in A's namespace only: B's snapshot must not move
 }
 # Operations that list or search (or create in the caller's own namespace): they answer, without B's data.
 OWN_NAMESPACE = {
-    *("listSessions", "createSession", "importSession", "listFacts", "addFact", "listBlocks", "recall", "forget"),
+    *(
+        "listSessions",
+        "createSession",
+        "importSession",
+        "listFacts",
+        "addFact",
+        "listBlocks",
+        "recall",
+        "forget",
+        "listErasures",
+    ),
 }
 ADMIN = {"listTenants", "createTenant", "listKeys", "createKey", "revokeKey"}
 

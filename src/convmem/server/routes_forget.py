@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ConfigurationError, SessionNotFoundError
 from ..longterm.recall._forget import forget_in_index
 from ..stores._forget import ForgetReceipt, Forgetting
-from .deps import UserScope, service_of
+from . import audit
+from .deps import Credentials, UserScope, service_of
+from .keys import _KEY
 from .problems import responses
 from .tenancy import SESSION_ID, Scope
 
@@ -59,10 +61,28 @@ def erase(service: Any, scope: Scope, session_id: str | None) -> ForgetReceipt:
     return receipt
 
 
+class ErasureOut(BaseModel):
+    at: str
+    key_id: str | None = Field(description="The id of the API key that asked (never the key).")
+    action: str
+    subject: str = Field(description="SHA-256 of [tenant, user, session] as JSON: proves an erasure, keeps no name.")
+    counts: dict[str, int]
+
+
 @router.post("/forget", response_model=ForgetOut, responses=responses(), operation_id="forget")
-def forget(body: ForgetIn, scope: UserScope, service: Svc) -> dict[str, Any]:
+def forget(body: ForgetIn, scope: UserScope, service: Svc, credentials: Credentials) -> dict[str, Any]:
     """Erase the user, or one session with its forks: messages, state, summaries, facts, blocks, recall."""
     receipt = erase(service, scope, body.session_id)
+    matched = _KEY.fullmatch(credentials.credentials) if credentials is not None else None
+    audit.record(
+        service.registry,
+        tenant=scope.tenant,
+        key_id=matched.group(1) if matched else None,
+        action="forget-session" if body.session_id is not None else "forget-user",
+        user_id=scope.user_id,
+        session_id=body.session_id,
+        counts=receipt.removed,
+    )
     return {
         "user_id": scope.user_id,
         "session_id": body.session_id,
@@ -70,3 +90,9 @@ def forget(body: ForgetIn, scope: UserScope, service: Svc) -> dict[str, Any]:
         "sessions": [scope.client_session(s) for s in receipt.sessions],
         "pending": receipt.pending,
     }
+
+
+@router.get("/erasures", response_model=list[ErasureOut], responses=responses(), operation_id="listErasures")
+def erasures(scope: UserScope, service: Svc) -> list[dict[str, Any]]:
+    """The tenant's audit trail of erasures, newest first: who, when, how much; never what."""
+    return audit.trail(service.registry, scope.tenant)
