@@ -107,9 +107,9 @@ def main() -> None:
             seed(store, "kept", args.messages // 10, args.dim)
             seeded = time.perf_counter() - began
             kept_before = [store.get_session(i.id, user_id="kept") for i in store.list_sessions(user_id="kept")]
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.process_time()
             receipt = store.forget(user_id="erased")
-            erase = time.perf_counter() - began
+            erase, erase_cpu = time.perf_counter() - began, time.process_time() - cpu
             began = time.perf_counter()
             store.compact()
             compact = time.perf_counter() - began
@@ -127,7 +127,8 @@ def main() -> None:
     print("| removed | " + " | ".join(receipt.removed) + " |")
     print("|---|" + "---:|" * len(receipt.removed))
     print("| count | " + " | ".join(f"{n:,}" for n in receipt.removed.values()) + " |")
-    print(f"forget: {erase:.2f} s (target < 5 s); compact: {compact:.2f} s")
+    print(f"forget: {erase:.2f} s wall (target < 5 s), {erase_cpu:.2f} s CPU of this process; compact: {compact:.2f} s")
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     sys.exit(0 if erase < 5.0 else 1)
 
 
