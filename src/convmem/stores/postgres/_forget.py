@@ -5,8 +5,8 @@ The erasure is one read-committed transaction that locks the user's session rows
 (:class:`~convmem.errors.SessionLostError`); a fork or a delete of the same session is ordered
 behind it. It removes the sessions (forks first, by the store's own rule for shared history), the
 messages, the facts, the blocks, the recall documents (their ``tsvector`` is a column of the row, so
-the GIN entries go with it) and their vectors (pgvector's column included), and the user's document
-count.
+the GIN entries go with it) and their vectors first (pgvector's column included: migration 0007 dropped
+the foreign key whose per-row cascade made this quadratic), and the user's document count.
 
 What stays until :data:`COMPACT_SQL`: deleted rows are dead tuples in the heap and their index
 entries, readable in the relation files until vacuumed; a plain ``VACUUM`` frees the space but
@@ -48,6 +48,8 @@ _DELETE_BLOCKS = _count("DELETE FROM blocks WHERE scope_key = %s")
 _DOCS = "SELECT number FROM recall_docs WHERE user_key = %s"
 _SESSION_DOCS = f"{_DOCS} AND session_id = ANY(%s::text[])"
 _DELETE_VECTORS = _count("DELETE FROM recall_vectors WHERE user_key = %s AND number = ANY(%s::bigint[])")
+# A user's erasure takes every vector of the user, also one whose document went first (a save_vectors racing it).
+_DELETE_USER_VECTORS = _count("DELETE FROM recall_vectors WHERE user_key = %s")
 _DELETE_DOCS = _count("DELETE FROM recall_docs WHERE user_key = %s AND number = ANY(%s::bigint[])")
 _UNCOUNT_DOCS = "UPDATE recall_user_counts SET docs = greatest(docs - %s, 0) WHERE user_key = %s"
 _DELETE_USER_COUNT = "DELETE FROM recall_user_counts WHERE user_key = %s"
@@ -85,8 +87,11 @@ def erase(user_id: str | None, session_id: str | None) -> Op[tuple[dict[str, int
         counts["sessions"] = sessions_before - (yield Query(_COUNT_SESSIONS, (owner,)))[0][0]
         counts["messages"] = messages_before - (yield Query(_COUNT_MESSAGES, (owner,)))[0][0]
         numbers = [n for (n,) in docs]
+        if session_id is None:
+            counts["vectors"] = (yield Query(_DELETE_USER_VECTORS, (owner,)))[0][0]
         if numbers:
-            counts["vectors"] = (yield Query(_DELETE_VECTORS, (owner, numbers)))[0][0]
+            if session_id is not None:
+                counts["vectors"] = (yield Query(_DELETE_VECTORS, (owner, numbers)))[0][0]
             counts["recall_docs"] = (yield Query(_DELETE_DOCS, (owner, numbers)))[0][0]
             yield Query(_UNCOUNT_DOCS, (counts["recall_docs"], owner))
         if session_id is None:
