@@ -47,10 +47,23 @@ BODIES: dict[str, Any] = {
     "editBlock": {"op": "append", "text": "hijacked", "expected_version": 1},
     "recall": {"query": "B-MESSAGE-MARKER parked"},
     "recallModes": None,
+    "forget": {"session_id": "not-a-session-of-a"},
+    "listErasures": None,  # erases in A's namespace only: B's snapshot must not move
 }
 # Operations that list or search (or create in the caller's own namespace): they answer, without B's data.
 OWN_NAMESPACE = {
-    *("listSessions", "createSession", "importSession", "listFacts", "addFact", "listBlocks", "recall", "recallModes"),
+    *(
+        "listSessions",
+        "createSession",
+        "importSession",
+        "listFacts",
+        "addFact",
+        "listBlocks",
+        "recall",
+        "recallModes",
+        "forget",
+        "listErasures",
+    ),
 }
 ADMIN = {"listTenants", "createTenant", "listKeys", "createKey", "revokeKey"}
 

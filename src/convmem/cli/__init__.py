@@ -6,6 +6,9 @@ Commands:
   report tokens, evictions and summaries per turn (:mod:`convmem.cli.replay`).
 * ``convmem sessions list|show|export|import|delete|fork`` -- stored sessions
   (:mod:`convmem.cli.sessions`).
+* ``convmem forget --user ID [--session S]``, ``convmem sweep`` and ``convmem compact`` -- erase a user,
+  a session or the sessions a retention policy no longer allows, then clear what the storage still holds
+  (:mod:`convmem.cli.forget`).
 * ``convmem mcp --user ID`` -- one user's long-term memory as an MCP server (:mod:`convmem.cli.mcp`).
 * ``convmem serve`` and ``convmem keys create|list|revoke`` -- the HTTP service and its
   API keys (:mod:`convmem.cli.serve`).
@@ -26,6 +29,7 @@ import typer
 
 from .. import __version__
 from ._help import PlainCommand
+from .forget import compact, forget, sweep
 from .mcp import mcp
 from .replay import replay
 from .serve import keys_app, serve
@@ -64,6 +68,9 @@ app.add_typer(sessions_app, name="sessions")
 app.command(name="mcp", cls=PlainCommand)(mcp)
 app.command(name="serve", cls=PlainCommand)(serve)
 app.add_typer(keys_app, name="keys")
+app.command(name="forget", cls=PlainCommand)(forget)
+app.command(name="sweep", cls=PlainCommand)(sweep)
+app.command(name="compact", cls=PlainCommand)(compact)
 
 
 def main() -> None:

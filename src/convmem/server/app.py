@@ -73,6 +73,7 @@ class Service:
 def create_app(settings: Settings | None = None, *, service: Service | None = None) -> FastAPI:
     """The service as an ASGI app (give ``service`` to share a registry or backend, e.g. in tests)."""
     from .routes_admin import router as admin_router
+    from .routes_forget import router as forget_router
     from .routes_memory import router as memory_router
     from .routes_sessions import router as sessions_router
 
@@ -89,6 +90,7 @@ def create_app(settings: Settings | None = None, *, service: Service | None = No
     app.state.service = service
     app.include_router(sessions_router, dependencies=[Depends(tenant_of)])
     app.include_router(memory_router, dependencies=[Depends(tenant_of)])
+    app.include_router(forget_router, dependencies=[Depends(tenant_of)])
     app.include_router(admin_router, dependencies=[Depends(admin)])
     _handlers(app)
 

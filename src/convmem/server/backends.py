@@ -25,6 +25,7 @@ from ..longterm.recall.index import RecallIndex
 from ..longterm.recall.store import RecallStore
 from ..messages import StoredMessage
 from ..stores import SessionStore, open_store, split_store_url
+from ..stores.memory import MemoryStore
 
 __all__ = ["Backend", "RecallSink", "open_backend"]
 
@@ -72,6 +73,8 @@ def open_backend(spec: str | None, *, schema: str | None = None, prefix: str | N
         from ..stores.files import FileBlockStore, FileFactStore, FileRecallStore
 
         return Backend(store, FileFactStore(store), FileBlockStore(store), FileRecallStore(store))  # type: ignore[arg-type]
+    if isinstance(store, MemoryStore):  # the store's own facts and blocks, so that its forget erases them too
+        return Backend(store, store.facts(), store.blocks(), None, RecallIndex())
     return Backend(store, MemoryFactStore(), MemoryBlockStore(), None, RecallIndex())
 
 

@@ -47,6 +47,8 @@ from .._lazy import lazy
 from ..errors import ConfigurationError
 from ..messages import StoredMessage
 from ..session import LoadedSession, SessionInfo, SessionState, SummaryRecord, status_of
+from ._forget import ForgetReceipt, Forgetting
+from ._sweep import Retention, sweep
 from .base import AsyncSessionStore, AsyncStore, SessionStore, Store
 
 if TYPE_CHECKING:
@@ -68,6 +70,8 @@ __all__ = [
     "FileFactStore",
     "FileRecallStore",
     "FileStore",
+    "ForgetReceipt",
+    "Forgetting",
     "LoadedSession",
     "MemoryStore",
     "PostgresBlockStore",
@@ -78,6 +82,7 @@ __all__ = [
     "RedisFactStore",
     "RedisRecallStore",
     "RedisStore",
+    "Retention",
     "SQLiteBlockStore",
     "SQLiteFactStore",
     "SQLiteRecallStore",
@@ -92,6 +97,7 @@ __all__ = [
     "open_store",
     "split_store_url",
     "status_of",
+    "sweep",
 ]
 
 _BACKENDS = {

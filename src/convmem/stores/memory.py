@@ -26,6 +26,7 @@ from ..messages import PINNED_ROLES, StoredMessage
 from ..session import LoadedSession, SessionInfo, SessionState
 from ._async import AsyncStoreWrapper
 from ._export import export_session, parse_export
+from ._forget import ForgetReceipt
 from ._memory_data import BACKEND, SessionData
 from ._record import Segment, segments
 from ._writes import (
@@ -157,6 +158,17 @@ class MemoryStore:
             parent.children.discard(session.id)
             if parent.deleted:
                 self._remove(parent)
+
+    def forget(self, *, user_id: str | None, session_id: str | None = None, compact: bool = False) -> ForgetReceipt:
+        """Erase the user, or the session with its forks (see :mod:`convmem.stores._forget`)."""
+        from ._memory_forget import erase
+
+        with self._lock:
+            counts, erased = erase(self, user_id, session_id)
+        return ForgetReceipt(user_id, session_id, counts, tuple(erased), compacted=compact)
+
+    def compact(self) -> None:
+        """Nothing to do: nothing of this store is on disk."""
 
     def _forget(self, session: SessionData, row: StoredMessage) -> None:
         session.tokens -= row.tokens

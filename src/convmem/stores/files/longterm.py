@@ -40,7 +40,7 @@ from ...longterm.facts.store import check_changes, select_facts
 from ...longterm.recall._np import np
 from ...longterm.recall.model import DocRef, RecallDoc
 from .._longterm_codec import block_from_json, block_to_json, doc_from_json, doc_to_json, fact_from_json, fact_to_json
-from ._jsonl import locked
+from ._jsonl import atomic_write, locked
 
 __all__ = ["FileBlockStore", "FileFactStore", "FileRecallStore"]
 
@@ -54,6 +54,7 @@ class _Log(Generic[T]):
         self.path, self.parse = path, parse
         self.records: list[T] = []
         self._offset = 0
+        self._inode: int | None = None  # the file read so far; another inode means it was rewritten (forget)
         self._lock = threading.Lock()
 
     def _io(self, what: str, exc: OSError) -> StoreError:
@@ -63,9 +64,13 @@ class _Log(Generic[T]):
         """Parse the lines appended since the last call; returns them."""
         try:
             with open(self.path, "rb") as handle:
+                inode = os.fstat(handle.fileno()).st_ino
+                if inode != self._inode:  # rewritten by an erasure: read it again from the start
+                    self.records, self._offset, self._inode = [], 0, inode
                 handle.seek(self._offset)
                 data = handle.read()
         except FileNotFoundError:
+            self.records, self._offset, self._inode = [], 0, None
             return []
         except OSError as exc:
             raise self._io("read", exc) from exc
@@ -104,6 +109,29 @@ class _Log(Generic[T]):
                 except OSError as exc:
                     raise self._io("write", exc) from exc
                 self.refresh()
+
+    def rewrite(self, keep: Callable[[T], bool]) -> list[T]:
+        """Replace the file by its lines that ``keep`` accepts (atomically, under the lock); returns the dropped.
+
+        The new file is a new inode, so every reader (this process's other logs, other processes) reads it
+        again from the start; the old one's bytes leave the store with it.
+        """
+        if not self.path.parent.is_dir():
+            return []  # nothing was ever written here
+        with self._lock, locked(self.path.with_name(self.path.name + ".lock")):
+            self.refresh()
+            dropped = [r for r in self.records if not keep(r)]
+            if not dropped:
+                return []
+            try:
+                with open(self.path, "rb") as handle:
+                    lines = handle.read(self._offset).splitlines(keepends=True)
+                kept = b"".join(line for line, record in zip(lines, self.records, strict=True) if keep(record))
+                atomic_write(self.path, kept)
+            except OSError as exc:
+                raise self._io("rewrite", exc) from exc
+            self.refresh()
+            return dropped
 
 
 class _HasRoot(Protocol):

@@ -56,6 +56,7 @@ from ...messages import PINNED_ROLES, StoredMessage
 from ...session import LoadedSession, SessionInfo, SessionState
 from .._async import AsyncStoreWrapper
 from .._export import export_line, export_session, parse_export
+from .._forget import ForgetReceipt
 from .._record import damaged_info
 from .._writes import (
     admit,
@@ -347,6 +348,18 @@ class FileStore:
         if meta is None:
             raise SessionNotFoundError(session_id)
         return meta.caught_up(self.files.lines(user_id, meta.id))[0].record().info()
+
+    # -- erasure (see convmem.stores._forget) -------------------------------------------------
+    @guarded
+    def forget(self, *, user_id: str | None, session_id: str | None = None, compact: bool = False) -> ForgetReceipt:
+        """Erase the user, or the session with its forks: directories removed, logs rewritten (:mod:`._forget`)."""
+        from . import _forget  # loads the long-term logs (numpy) only when something is erased
+
+        counts, erased = _forget.erase(self.files, self.root, user_id, session_id, self._remove)
+        return ForgetReceipt(user_id, session_id, counts, tuple(erased), compacted=compact)
+
+    def compact(self) -> None:
+        """Nothing to do: ``forget`` leaves no erased byte in the store's files."""
 
     # -- long-term memory (needs the ``recall`` extra) ---------------------------------------
     def facts(self) -> FileFactStore:

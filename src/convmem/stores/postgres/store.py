@@ -63,7 +63,9 @@ except ImportError as exc:
         f"PostgresStore needs psycopg 3 and psycopg_pool ({exc.name} is missing): pip install 'convmem[postgres]'"
     ) from None
 
+from .._forget import ForgetReceipt
 from .._server import AsyncServerStore, Operations, ServerStore
+from . import _forget
 from . import _ops as ops
 from . import _sessions as sessions
 from ._db import AsyncDriver, Settings, SyncDriver
@@ -127,6 +129,28 @@ class PostgresStore(ServerStore):
     def has_pgvector(self) -> bool:
         """Whether the server offers the pgvector extension."""
         return self.db.run(ops.has_pgvector())
+
+    # -- erasure (see convmem.stores._forget) -------------------------------------------------
+    def forget(self, *, user_id: str | None, session_id: str | None = None, compact: bool = False) -> ForgetReceipt:
+        """Erase the user, or the session with its forks, in one transaction (see :mod:`._forget`)."""
+        counts, erased = self.db.run(_forget.erase(user_id, session_id))
+        if compact:
+            self.compact()
+        pending = _forget.PENDING if any(counts.values()) and not compact else ""
+        command = f"convmem compact --db <this store URL> (VACUUM FULL of schema {self.settings.schema})"
+        return ForgetReceipt(
+            user_id,
+            session_id,
+            counts,
+            tuple(erased),
+            pending=pending,
+            compact=command if pending else "",
+            compacted=compact,
+        )
+
+    def compact(self) -> None:
+        """``VACUUM FULL`` of the tables ``forget`` deletes from: no erased row stays in their files."""
+        self.db.run(_forget.compact())
 
     # -- long-term memory (needs the ``recall`` extra) ---------------------------------------
     def facts(self) -> PostgresFactStore:

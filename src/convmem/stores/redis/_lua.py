@@ -37,6 +37,7 @@ below 2^53, where Lua's doubles are exact.
 
 from __future__ import annotations
 
+from ._lua_forget import FORGET_SCRIPTS
 from ._lua_recall import RECALL_SCRIPTS
 
 __all__ = ["SCRIPTS"]
@@ -368,5 +369,6 @@ SCRIPTS: dict[str, str] = {
         "write_facts": _WRITE_FACTS,
         "save_block": _SAVE_BLOCK,
         **RECALL_SCRIPTS,
+        **FORGET_SCRIPTS,
     }.items()
 }

@@ -61,7 +61,9 @@ try:
 except ImportError:
     raise ConfigurationError("RedisStore needs redis-py: pip install 'convmem[redis]'") from None
 
+from .._forget import ForgetReceipt
 from .._server import AsyncServerStore, Operations, ServerStore
+from . import _forget
 from . import _ops as ops
 from . import _sessions as sessions
 from ._db import AsyncDriver, Settings, SyncDriver
@@ -137,6 +139,23 @@ class RedisStore(ServerStore):
     def has_search(self) -> bool:
         """Whether the server has the RediSearch module (vector search)."""
         return self.db.run(ops.has_search())
+
+    # -- erasure (see convmem.stores._forget) -------------------------------------------------
+    def forget(self, *, user_id: str | None, session_id: str | None = None, compact: bool = False) -> ForgetReceipt:
+        """Erase the user, or the session with its forks, in one script (see :mod:`._forget`)."""
+        counts, erased = self.db.run(_forget.erase(self.keys, user_id, session_id))
+        files = self.db.run(_forget.persists()) if any(counts.values()) else []
+        if compact and files:
+            self.compact()
+        pending = "" if compact or not files else f"the server's {' and '.join(files).upper()} file until rewritten"
+        command = "convmem compact --db <this store URL> (BGREWRITEAOF / BGSAVE)" if pending else ""
+        return ForgetReceipt(
+            user_id, session_id, counts, tuple(erased), pending=pending, compact=command, compacted=compact
+        )
+
+    def compact(self) -> None:
+        """Rewrite the server's AOF / RDB file if it persists (deleted keys left its memory already)."""
+        self.db.run(_forget.compact(self.db.run(_forget.persists())))
 
     # -- long-term memory (needs the ``recall`` extra) ---------------------------------------
     def facts(self) -> RedisFactStore:

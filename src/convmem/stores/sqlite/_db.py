@@ -83,6 +83,9 @@ class Database:
                 # FULL: an acknowledged append survives a power cut, not only a crash of the process.
                 self._conn.execute("PRAGMA synchronous = FULL")
                 self._conn.execute("PRAGMA foreign_keys = ON")
+                # Deleted cells are zeroed where that costs no extra I/O; pages freed whole keep their bytes
+                # until compact() (VACUUM), which rewrites the file: zeroing them too (ON) writes every freed page.
+                self._conn.execute("PRAGMA secure_delete = FAST")
             if len(applied) < len(MIGRATIONS):
                 self._migrate()
         except BaseException:
@@ -107,6 +110,14 @@ class Database:
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    def outside_transaction(self, *statements: str) -> tuple[object, ...] | None:
+        """Run statements that refuse a transaction (``VACUUM``, a checkpoint); returns the last one's row."""
+        row = None
+        with self._lock, translate(self.path):
+            for statement in statements:
+                row = self._conn.execute(statement).fetchone()
+        return row
 
     def close(self) -> None:
         with self._lock, translate(self.path):

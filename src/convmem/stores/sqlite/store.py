@@ -41,6 +41,7 @@ from ...messages import StoredMessage
 from ...session import LoadedSession, SessionInfo, SessionState
 from .._async import AsyncStoreWrapper
 from .._export import export_session, parse_export
+from .._forget import ForgetReceipt
 from .._record import Segment, SessionRecord, scoped, unscoped
 from .._writes import (
     admit,
@@ -61,6 +62,7 @@ from .._writes import (
 )
 from ..base import AppendRequest
 from ..codec import dumps, encode_datetime, encode_state
+from . import _forget
 from . import _sql as sql
 from ._db import Database
 from ._rows import (
@@ -315,6 +317,27 @@ class SQLiteStore:
             insert_session(conn, made)
             conn.executemany(sql.INSERT_MESSAGE, [(key, r.seq, *message_row(r.message, r.tokens)) for r in parsed.rows])
         return made.info()
+
+    # -- erasure (see convmem.stores._forget) -------------------------------------------------
+    def forget(self, *, user_id: str | None, session_id: str | None = None, compact: bool = False) -> ForgetReceipt:
+        """Erase the user, or the session with its forks, in one transaction (see :mod:`._forget`)."""
+        counts, erased = _forget.erase(self.db, user_id, session_id, self._resolve, self._remove)
+        if compact:
+            self.compact()
+        pending = _forget.PENDING if any(counts.values()) and not compact else ""
+        return ForgetReceipt(
+            user_id,
+            session_id,
+            counts,
+            tuple(erased),
+            pending=pending,
+            compact=f"convmem compact --db sqlite://{os.path.abspath(self.path)}" if pending else "",
+            compacted=compact,
+        )
+
+    def compact(self) -> None:
+        """Merge the FTS5 index, VACUUM the file and truncate its WAL (nothing erased stays on disk)."""
+        _forget.compact(self.db)
 
     # -- long-term memory (needs the ``recall`` extra) ---------------------------------------
     def facts(self) -> SQLiteFactStore:
