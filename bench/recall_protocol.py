@@ -221,6 +221,21 @@ def run_mode(
     return out
 
 
+def frontier(mode: str, evaluators: Sequence[Evaluator], shares: Sequence[float], passes: int) -> None:
+    """The trade-off between two sets that disagree: the joint cross-validation rerun with the first set's
+    share of the objective at each of ``shares`` (0.5: the protocol), each set's held-out figures printed.
+    Where no share reaches one set's target without giving up the other's, the two targets conflict."""
+    start, searched = Config(mode, START), space(mode)
+    names = [e.dataset.name for e in evaluators]
+    print(f"\n### frontier, mode {mode}: share of {names[0]} in the objective -> held-out turn R@1/5/10/25\n")
+    print(f"| share of {names[0]} | " + " | ".join(names) + " | shipped (dev) setting |")
+    print("|---:|" + "---:|" * len(names) + "---|")
+    for share in shares:
+        joint = cross_validate_jointly(evaluators, searched, start, passes, weights=(share, 1.0 - share))
+        cells = " | ".join(fmt(r.mean()) for r in joint)
+        print(f"| {share:.2f} | {cells} | {joint[0].dev_config.tuning!r} |", flush=True)
+
+
 def verdicts(report: dict[str, Any]) -> dict[str, str]:
     """Per step: kept or not, by the rule. Gains on the held-out folds of both sets: kept. A set where the
     step never fires (it is in the setting, and no held-out row changes) counts as no loss. The protocol
@@ -305,6 +320,12 @@ def main() -> None:
         help="hybrid: tune only the fusion constants per fold, from the shipped lexical constants (a cheaper run)",
     )
     parser.add_argument("--json", metavar="PATH")
+    parser.add_argument(
+        "--frontier",
+        metavar="SHARES",
+        help="comma-separated shares of the first set in the joint objective (e.g. 0.5,0.65,0.8): the joint CV "
+        "at each, the trade-off between the sets (only this is run)",
+    )
     args = parser.parse_args()
     sets = datasets(args.datasets)
     if not sets:
@@ -313,6 +334,14 @@ def main() -> None:
     modes = [m for m in args.modes.split(",") if m and (embedder is not None or m != "hybrid")]
     evaluators = [Evaluator(s, embedder) for s in sets]
     began = time.perf_counter()
+    if args.frontier:
+        try:
+            for mode in modes:
+                frontier(mode, evaluators, [float(x) for x in args.frontier.split(",")], args.passes)
+        finally:
+            for e in evaluators:
+                e.close()
+        return
     try:
         plain = {e.dataset.name: plain_figures(e) for e in evaluators}
         reports = []

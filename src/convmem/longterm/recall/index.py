@@ -17,10 +17,8 @@ ranking, a statistic or a result with another's (invariant 6). It is an eviction
 * **In the server**: with a store whose server searches (pgvector, RediSearch), nothing of a user is
   loaded and one query per search runs both retrievers there (:mod:`._storesearch`).
 
-Every hit says what each signal gave it and why it was kept (:class:`~.hits.RecallHit`). The
-constants were chosen by cross-validation over two dev sets of different shapes, LoCoMo and
-LongMemEval-S (``bench/recall_protocol.py``; figures in ``bench/README.md``). Filters: session(s), a time range,
-roles, and the current window (so a recall block never repeats what is already in context).
+Every hit says what each signal gave it (:class:`~.hits.RecallHit`). Constants: cross-validated on LoCoMo and
+LongMemEval-S (``bench/recall_protocol.py``). Filters: sessions, a time range, roles, the current window.
 
 Example::
 
@@ -47,7 +45,7 @@ from .embedders import Embedder, embed_checked
 from .fusion import nonzero, rrf, zscore
 from .hits import RecallHit
 from .keys import Keys
-from .lexical import context_weight, tokenize
+from .lexical import bm25_idf, context_weight, tokenize
 from .model import RecallDoc, Where
 from .ranking import DEFAULT_TUNING, LexicalSignals, QueryRewriter, Tuning, build_hits, dense_steps, lexical_signals
 from .steps import spread
@@ -139,7 +137,6 @@ class RecallIndex:
         """Index documents (already-indexed ones are skipped); returns how many were new.
 
         A document is already indexed when its user, session and message id all match one that is.
-
         Raises LLMError if embedding fails; the documents stay indexed lexically.
         """
         with self._lock:
@@ -257,6 +254,13 @@ class RecallIndex:
             return self._remote.store.count_docs(user_id) if self._remote else len(self._partition(user_id))
 
     # -- search ------------------------------------------------------------------------------
+    def term_weights(self, user_id: str | None, terms: Collection[str]) -> dict[str, float]:
+        """Each term's BM25 idf in the user's archive (a term it lacks as rare as can be; no counts: 1 each)."""
+        with self._lock:
+            lexical = self._partition(user_id).lexical
+            n = len(lexical)
+        return {t: bm25_idf(n, max(1, lexical.document_frequency(t))) if n else 1.0 for t in terms}
+
     def search(
         self,
         query: str,
