@@ -48,7 +48,7 @@ from .keys import Keys
 from .lexical import bm25_idf, context_weight, tokenize
 from .model import RecallDoc, Where
 from .ranking import DEFAULT_TUNING, LexicalSignals, QueryRewriter, Tuning, build_hits, dense_steps, lexical_signals
-from .steps import spread
+from .steps import asks_many, spread
 from .store import LexicalRecallStore, RecallStore, SearchingRecallStore
 
 __all__ = ["Keys", "Mode", "RecallDoc", "RecallHit", "RecallIndex", "Tuning", "Where"]
@@ -322,7 +322,7 @@ class RecallIndex:
                 else:
                     dense = self._dense(partition, vector, keep, signals)
             admitted = len(partition) if keep is None else int(np.count_nonzero(keep))
-            return self._fuse(partition, signals, dense, admitted, k)
+            return self._fuse(partition, signals, dense, admitted, k, asks_many(query))
 
     def _lexical(
         self, partition: Partition, query: str, user_id: str | None, keep: Any, k: int, now: datetime | None
@@ -354,6 +354,7 @@ class RecallIndex:
         dense: tuple[Any, Any] | None,
         admitted: int,
         k: int,
+        many: bool,
     ) -> list[RecallHit]:
         depth = max(k * 4, 50)  # fusion needs candidates beyond k from each side
         lexical = nonzero(signals.score) if signals is not None else None
@@ -374,9 +375,8 @@ class RecallIndex:
             candidates = len(lexical[0]) if lexical is not None else len(dense[0]) if dense is not None else 0
             label = "lexical" if lexical is not None else "dense"
         lowered: dict[int, float] = {}
-        if self.tuning.session_spread and len(fused) > 1:
-            sittings = partition.sittings([n for n, _ in fused])
-            fused, lowered = spread(fused, sittings, 1.0 - self.tuning.session_spread, k)
+        if self.tuning.session_spread and len(fused) > 1 and (not self.tuning.spread_many or many):
+            fused, lowered = spread(fused, partition.sittings([n for n, _ in fused]), 1 - self.tuning.session_spread, k)
         return build_hits(partition.docs, fused[:k], lex_rank, den_rank, signals, raw, candidates, label, lowered)
 
     def _rewritten(self, query: str) -> str:
