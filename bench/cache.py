@@ -439,7 +439,13 @@ CONFIGS: dict[str, Callable[[int], Runner]] = {
     "convmem + recall(stable, system) + facts": lambda b: ConvmemRunner(
         b, blocks=True, recall={"order": "stable", "position": "system"}
     ),
-    "convmem + recall(gate=0.2) + facts": lambda b: ConvmemRunner(b, blocks=True, recall={"min_relevance": 0.2}),
+    "convmem + recall(min_relevance=0.2) + facts": lambda b: ConvmemRunner(
+        b, blocks=True, recall={"min_relevance": 0.2}
+    ),
+    **{
+        f"convmem + recall(gate={g}) + facts": (lambda b, g=g: ConvmemRunner(b, blocks=True, recall={"gate": g}))
+        for g in (0.2, 0.35, 0.5)
+    },
     "convmem + recall(share=0.12) + facts": lambda b: ConvmemRunner(b, blocks=True, recall={"share": 0.12}),
     "convmem token_budget, low_watermark=1.0": lambda b: ConvmemRunner(b, strategy_options={"low_watermark": 1.0}),
     "naive sliding window (drop oldest)": NaiveWindow,

@@ -112,6 +112,7 @@ def convmem_memory(
     block: RecallBlock | None,
     summarizer: Any = None,
     tools: Sequence[dict[str, Any]] = (),
+    room: int | None = None,
 ) -> Memory:
     memory = Memory(
         model="gpt-4o",
@@ -122,6 +123,7 @@ def convmem_memory(
         sinks=[recall] if recall is not None else [],
         blocks=[block] if block is not None else [],
         tools=list(tools),
+        max_output_tokens=room,
     )
     by_session: dict[str, list[Message]] = defaultdict(list)
     for dia, message in turns(sample):
@@ -168,16 +170,24 @@ def plain_sliding(sample: dict[str, Any], budget: int, counter: TokenCounter, te
 
 
 # -- evidence per token: the block's variants and recall as a tool (issue 30) -----------------------
-#: name -> RecallBlock options, or ("tool", k): the RecallTool offered instead of a block.
-VARIANTS: dict[str, dict[str, Any] | tuple[str, int]] = {
+#: name -> RecallBlock options, or ("tool", k, room): the RecallTool offered instead of a block, the memory keeping
+#: ``room`` tokens free (``max_output_tokens``) for the call and its output, as an app offering a tool must.
+VARIANTS: dict[str, dict[str, Any] | tuple[str, int, int]] = {
     "block k=20 share=0.2 (default)": {"k": 20, "share": 0.2},
     "block k=20 share=0.12": {"k": 20, "share": 0.12},
     "block k=10 share=0.12": {"k": 10, "share": 0.12},
-    "block k=20 share=0.2 gate=0.2": {"k": 20, "share": 0.2, "min_relevance": 0.2},
-    "block k=20 share=0.2 gate=0.35": {"k": 20, "share": 0.2, "min_relevance": 0.35},
-    "block k=20 share=0.12 gate=0.2": {"k": 20, "share": 0.12, "min_relevance": 0.2},
-    "tool k=5 (called with the question)": ("tool", 5),
-    "tool k=10 (called with the question)": ("tool", 10),
+    "block k=30 share=0.12": {"k": 30, "share": 0.12},
+    "block k=40 share=0.1": {"k": 40, "share": 0.1},
+    "block k=30 share=0.15": {"k": 30, "share": 0.15},
+    "block k=20 share=0.1": {"k": 20, "share": 0.1},
+    "block k=20 share=0.2 min_relevance=0.2": {"k": 20, "share": 0.2, "min_relevance": 0.2},
+    "block k=20 share=0.2 min_relevance=0.35": {"k": 20, "share": 0.2, "min_relevance": 0.35},
+    "block k=20 share=0.12 min_relevance=0.2": {"k": 20, "share": 0.12, "min_relevance": 0.2},
+    "block k=20 share=0.2 gate=0.2": {"k": 20, "share": 0.2, "gate": 0.2},
+    "block k=20 share=0.2 gate=0.35": {"k": 20, "share": 0.2, "gate": 0.35},
+    "block k=20 share=0.2 gate=0.5": {"k": 20, "share": 0.2, "gate": 0.5},
+    "tool k=5 (called with the question), room 600": ("tool", 5, 600),
+    "tool k=10 (called with the question), room 1000": ("tool", 10, 1000),
 }
 
 
@@ -193,7 +203,7 @@ class Spent:
 
 
 def run_variant(
-    sample: dict[str, Any], budget: int, texts: dict[str, str], options: dict[str, Any] | tuple[str, int]
+    sample: dict[str, Any], budget: int, texts: dict[str, str], options: dict[str, Any] | tuple[str, int, int]
 ) -> Spent:
     """Every question asked at the end of the conversation, as :func:`ask_convmem` does. A tool variant assumes
     the model calls the tool once per question with the question as its query: the request is then the context
@@ -207,7 +217,7 @@ def run_variant(
     counter = counter_for("gpt-4o")
     if isinstance(options, tuple):
         tool = RecallTool(recall, k=options[1])
-        memory = convmem_memory(sample, budget, "token_budget", recall, None, tools=[tool.definition])
+        memory = convmem_memory(sample, budget, "token_budget", recall, None, tools=[tool.definition], room=options[2])
         for question, gold in questions(sample):
             ctx = memory.context(question)
             start = ctx.window[0] if ctx.window else None
@@ -232,7 +242,7 @@ def run_variant(
             spent.shares.append(present / len(gold))
             spent.tokens.append(ctx.tokens + extra)
             spent.recall.append(ctx.account.tools + extra)
-            spent.over_budget += ctx.tokens + extra > budget - ctx.account.reserved_output
+            spent.over_budget += ctx.tokens + extra > budget
             spent.empty += output == NOTHING_FOUND
     else:
         block = RecallBlock(recall, **options)

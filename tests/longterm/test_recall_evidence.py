@@ -80,10 +80,38 @@ def test_no_block_when_nothing_relevant_is_found_and_a_block_when_something_is()
     assert "running shoes" in text
 
 
+def test_the_block_gate_shows_every_hit_or_none() -> None:
+    index = index_of(CORPUS)
+    gated = RecallBlock(index, gate=0.5)
+    assert gated.render_turn(Turn("what's the weather forecast for tomorrow's puppy parade?", user_id="u")) == ""
+    assert gated.last_dropped
+    assert any("gate=0.5" in d.reason for d in gated.last_dropped)
+    # A query the archive answers: the gate passes the whole block, hits sharing no word with it included.
+    asked = Turn("did the puppy chew the running shoes?", user_id="u")
+    assert gated.render_turn(asked) == RecallBlock(index).render_turn(asked)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join), min_size=1, max_size=12),
+    query=st.lists(st.sampled_from([*WORDS, "unknown", "words"]), min_size=1, max_size=4).map(" ".join),
+    gate=st.sampled_from([0.1, 0.3, 0.5, 0.9]),
+)
+def test_the_gate_shows_the_open_block_exactly_when_a_hit_reaches_it(texts: list[str], query: str, gate: float) -> None:
+    index = index_of(texts)
+    open_block, gated = RecallBlock(index, k=3), RecallBlock(index, k=3, gate=gate)
+    shown, text = open_block.render_turn(Turn(query, user_id="u")), gated.render_turn(Turn(query, user_id="u"))
+    weights = index.term_weights("u", set(tokenize(query)))
+    reached = any(relevance(weights, h) >= gate for h in open_block.last_hits)
+    assert text == (shown if reached else "")
+
+
 def test_the_gate_is_checked() -> None:
     for bad in (-0.1, 1.5, True, "0.3"):
         with pytest.raises(ConvmemError, match="min_relevance"):
             RecallBlock(RecallIndex(), min_relevance=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConvmemError, match="gate"):
+            RecallBlock(RecallIndex(), gate=bad)  # type: ignore[arg-type]
     with pytest.raises(ConvmemError, match="order"):
         RecallBlock(RecallIndex(), order="random")
 

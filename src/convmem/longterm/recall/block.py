@@ -8,12 +8,13 @@ id of its own (invariant 6).
 
 Evidence per token (issue 30):
 
-* **A relevance gate** (``min_relevance``): a hit's relevance is the share of the query's word weight
-  (each content word by its idf in the user's archive) that the hit's own text or the message before it
-  holds (:func:`relevance`). Hits below the gate are left out, and when none reaches it the block is
-  empty: a turn that asks nothing the archive knows ("thanks!") carries no block at all. The message
-  before a hit counts because evidence is often the short answer to a question ("Where did you go?" /
-  "The Rockies"), which holds none of the words itself.
+* **A relevance gate** (``gate``): a hit's relevance is the share of the query's word weight (each
+  content word by its idf in the user's archive) that the hit's own text or the message before it holds
+  (:func:`relevance`). When no hit reaches ``gate`` the block is empty: a turn that asks nothing the
+  archive knows ("thanks!", "sounds good") carries no block at all; otherwise every hit is shown, as
+  evidence often shares no word with the question. ``min_relevance`` is the stricter form, applied to each
+  hit. The message before a hit counts because evidence is often the short answer to a question ("Where
+  did you go?" / "The Rockies"), which holds none of the words itself.
 * **Hits that keep their place** (``order="stable"``): a hit shown last turn in the same session keeps its
   line; a new hit takes the place of one that left, then the rest follow, in the order they were said.
   The block's text then changes only where its hits did, so a block at a fixed place in the request
@@ -96,8 +97,8 @@ class RecallBlock:
         order: ``"time"`` (as said; easier to read), ``"score"`` (best first) or ``"stable"`` (a hit
             shown last turn keeps its line; new ones in the order they were said).
         share: the share of the budget reserved for the block, in [0, 1).
-        min_relevance: the gate, in [0, 1]: a hit whose :func:`relevance` is below it is left out, and no
-            block is shown when no hit reaches it (0: off).
+        gate: in [0, 1]: no block is shown when no hit's :func:`relevance` reaches it (0: off).
+        min_relevance: in [0, 1]: a hit whose :func:`relevance` is below it is left out (0: off).
     """
 
     per_turn = True
@@ -116,6 +117,7 @@ class RecallBlock:
         line: Callable[[RecallHit], str] = hit_line,
         order: str = "time",
         share: float = DEFAULT_SHARE,
+        gate: float = 0.0,
         min_relevance: float = 0.0,
     ) -> None:
         check_block(name, priority, max_tokens, position)
@@ -126,13 +128,10 @@ class RecallBlock:
         check_share(share)
         if order not in ORDERS:
             raise ConvmemError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
-        if (
-            isinstance(min_relevance, bool)
-            or not isinstance(min_relevance, (int, float))
-            or not 0 <= min_relevance <= 1
-        ):
-            raise ConvmemError(f"min_relevance must be a number in [0, 1], got {min_relevance!r}")
-        self.min_relevance = float(min_relevance)
+        for label, value in (("gate", gate), ("min_relevance", min_relevance)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ConvmemError(f"{label} must be a number in [0, 1], got {value!r}")
+        self.gate, self.min_relevance = float(gate), float(min_relevance)
         self._places: dict[tuple[str | None, str | None], list[DocRef]] = {}  # -> the refs shown
         self.index, self.name, self.priority, self.k, self.mode = index, name, priority, k, mode
         self.sessions, self.max_tokens, self.position, self.line, self.order = (
@@ -174,7 +173,7 @@ class RecallBlock:
         seen: set[str] = {turn.query.strip()}
         chosen: list[RecallHit] = []
         weights: Mapping[str, float] = {}
-        if self.min_relevance > 0:
+        if self.min_relevance > 0 or self.gate > 0:
             weights = self.index.term_weights(turn.user_id, set(tokenize(turn.query)))
         for hit in hits:
             text = hit.doc.text.strip()
@@ -188,6 +187,9 @@ class RecallBlock:
             else:
                 seen.add(text)
                 chosen.append(hit)
+        if self.gate > 0 and not any(relevance(weights, h) >= self.gate for h in chosen):
+            self.last_dropped += [Dropped(hit, f"no hit reaches the block's gate={self.gate:g}") for hit in chosen]
+            chosen = []
         ranks = {id(hit): rank for rank, hit in enumerate(chosen, start=1)}
         if self.order != "score":
             chosen.sort(key=lambda h: (h.doc.created_at, h.doc.session_id, h.doc.seq))
