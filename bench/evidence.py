@@ -282,6 +282,33 @@ def print_variants(results: dict[tuple[str, int], dict[str, Spent]], budgets: Se
             )
         if cells:
             print(f"| {name} | " + " | ".join(cells) + f" | {100 * empty / max(asked, 1):.1f}% |")
+    variants_cv(results, budgets)
+
+
+def variants_cv(results: dict[tuple[str, int], dict[str, Spent]], budgets: Sequence[int]) -> None:
+    """The block's (k, share) chosen per held-out conversation: the block variant (no gate) with the best mean
+    evidence at every budget on the other conversations, measured on it (leave one conversation out)."""
+    names = [n for n in VARIANTS if n.startswith("block") and "gate" not in n and "min_relevance" not in n]
+    names = [n for n in names if all((n, b) in results for b in budgets)]
+    if len(names) < 2:
+        return
+    convs = sorted(results[(names[0], budgets[0])])
+
+    def value(name: str, on: Sequence[str]) -> float:
+        return statistics.fmean(100 * statistics.fmean(results[(name, b)][c].shares) for b in budgets for c in on)
+
+    picked = {c: max(names, key=lambda n: value(n, [o for o in convs if o != c])) for c in convs}
+    cells = []
+    for b in budgets:
+        held = [100 * statistics.fmean(results[(picked[c], b)][c].shares) for c in convs]
+        spent = [t for c in convs for t in results[(picked[c], b)][c].recall]
+        over = sum(results[(picked[c], b)][c].over_budget for c in convs)
+        cells.append(
+            f"{b // 1000}k {statistics.fmean(held):.1f}% (worst {min(held):.1f}%), over {over}, "
+            f"recall tokens {statistics.fmean(spent):.0f} ({100 * statistics.fmean(spent) / b:.1f}%)"
+        )
+    print(f"\nLeave one conversation out over the block variants: {'; '.join(cells)}")
+    print("picked: " + "; ".join(f"{c} {n}" for c, n in picked.items()))
 
 
 # -- llama-index -------------------------------------------------------------------------------

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING
 from ...errors import ConvmemError
 from ..blocks.base import Position, Turn, check_block, check_share
 from .hits import Dropped
-from .lexical import tokenize
 
 if TYPE_CHECKING:
     from .hits import RecallHit
@@ -54,6 +53,8 @@ _PLACES_KEPT = 256  # sessions whose last block a stable block remembers
 def relevance(query_weights: Mapping[str, float], hit: RecallHit) -> float:
     """The share of the query's word weight (``query_weights``: each content word's weight) that ``hit``'s
     own text or the message before it holds, in [0, 1]; 0 for a query without content words."""
+    from .lexical import tokenize  # numpy's side of recall: the block itself is imported without it
+
     total = sum(query_weights.values())
     if total <= 0:
         return 0.0
@@ -174,6 +175,8 @@ class RecallBlock:
         chosen: list[RecallHit] = []
         weights: Mapping[str, float] = {}
         if self.min_relevance > 0 or self.gate > 0:
+            from .lexical import tokenize
+
             weights = self.index.term_weights(turn.user_id, set(tokenize(turn.query)))
         for hit in hits:
             text = hit.doc.text.strip()
