@@ -210,9 +210,12 @@ def on_folds(evaluator: Evaluator, folds: Sequence[str]) -> Score:
     return lambda config: objective(evaluator.rows(config), folds)
 
 
-def on_both(parts: Sequence[tuple[Evaluator, Sequence[str]]]) -> Score:
-    """The mean over dev sets of the objective on each one's folds: each set weighs the same, whatever its size."""
-    return lambda config: statistics.fmean(objective(e.rows(config), folds) for e, folds in parts)
+def on_both(parts: Sequence[tuple[Evaluator, Sequence[str]]], weights: Sequence[float] | None = None) -> Score:
+    """The mean over dev sets of the objective on each one's folds: each set weighs the same, whatever its size
+    (or as ``weights`` say, one per set summing to 1: the trade-off between two sets that disagree)."""
+    if weights is None:
+        return lambda config: statistics.fmean(objective(e.rows(config), folds) for e, folds in parts)
+    return lambda config: sum(w * objective(e.rows(config), f) for w, (e, f) in zip(weights, parts, strict=True))
 
 
 def ascend(score: Score, space: Mapping[str, Sequence[Any]], start: Config, passes: int = 1) -> Config:
@@ -284,21 +287,25 @@ def cross_validate(
 
 
 def cross_validate_jointly(
-    evaluators: Sequence[Evaluator], space: Mapping[str, Sequence[Any]], start: Config, passes: int = 1
+    evaluators: Sequence[Evaluator],
+    space: Mapping[str, Sequence[Any]],
+    start: Config,
+    passes: int = 1,
+    weights: Sequence[float] | None = None,
 ) -> list[CVResult]:
     """Both dev sets at once: fold i of every set is held out together, the setting tuned on all the others.
 
     The sets' folds are paired by position (LoCoMo's conversation i with LongMemEval's fold i), so each
     held-out figure comes from a setting that saw neither that conversation nor those questions. The
-    objective weighs each set the same (:func:`on_both`). ``dev`` is tuned on every fold of every set:
-    what the code ships. Returns one result per set, in the order given.
+    objective weighs each set the same (:func:`on_both`), or by ``weights``. ``dev`` is tuned on every fold
+    of every set: what the code ships. Returns one result per set, in the order given.
     """
     count = min(len(e.folds) for e in evaluators)
     chosen: list[Config] = []
     for i in range(count):
         parts = [(e, [f for j, f in enumerate(e.folds) if j != i]) for e in evaluators]
-        chosen.append(ascend(on_both(parts), space, start, passes))
-    dev_config = ascend(on_both([(e, list(e.folds)) for e in evaluators]), space, start, passes)
+        chosen.append(ascend(on_both(parts, weights), space, start, passes))
+    dev_config = ascend(on_both([(e, list(e.folds)) for e in evaluators], weights), space, start, passes)
     out = []
     for e in evaluators:
         folds = {e.folds[i]: chosen[i] for i in range(count)}

@@ -433,6 +433,20 @@ CONFIGS: dict[str, Callable[[int], Runner]] = {
     "convmem token_budget": lambda b: ConvmemRunner(b),
     "convmem + recall(k=5) + facts blocks": lambda b: ConvmemRunner(b, blocks=True),
     "convmem + recall(defaults) + facts blocks": lambda b: ConvmemRunner(b, blocks=True, recall={}),
+    # Evidence per token (issue 30): the block's hits keep their lines, at its default place or as a system
+    # message after the summary; the relevance gate; a smaller reserved share.
+    "convmem + recall(stable) + facts": lambda b: ConvmemRunner(b, blocks=True, recall={"order": "stable"}),
+    "convmem + recall(stable, system) + facts": lambda b: ConvmemRunner(
+        b, blocks=True, recall={"order": "stable", "position": "system"}
+    ),
+    "convmem + recall(min_relevance=0.2) + facts": lambda b: ConvmemRunner(
+        b, blocks=True, recall={"min_relevance": 0.2}
+    ),
+    **{
+        f"convmem + recall(gate={g}) + facts": (lambda b, g=g: ConvmemRunner(b, blocks=True, recall={"gate": g}))
+        for g in (0.2, 0.35, 0.5)
+    },
+    "convmem + recall(share=0.12) + facts": lambda b: ConvmemRunner(b, blocks=True, recall={"share": 0.12}),
     "convmem token_budget, low_watermark=1.0": lambda b: ConvmemRunner(b, strategy_options={"low_watermark": 1.0}),
     "naive sliding window (drop oldest)": NaiveWindow,
     "langchain-core trim_messages": LangchainTrim,

@@ -111,6 +111,8 @@ def convmem_memory(
     recall: RecallIndex | None,
     block: RecallBlock | None,
     summarizer: Any = None,
+    tools: Sequence[dict[str, Any]] = (),
+    room: int | None = None,
 ) -> Memory:
     memory = Memory(
         model="gpt-4o",
@@ -120,6 +122,8 @@ def convmem_memory(
         user_id=sample["sample_id"],
         sinks=[recall] if recall is not None else [],
         blocks=[block] if block is not None else [],
+        tools=list(tools),
+        max_output_tokens=room,
     )
     by_session: dict[str, list[Message]] = defaultdict(list)
     for dia, message in turns(sample):
@@ -163,6 +167,148 @@ def plain_sliding(sample: dict[str, Any], budget: int, counter: TokenCounter, te
         ]
         score(outcome, request_text(request), gold, texts, count_request(counter, request), budget)
     return outcome
+
+
+# -- evidence per token: the block's variants and recall as a tool (issue 30) -----------------------
+#: name -> RecallBlock options, or ("tool", k, room): the RecallTool offered instead of a block, the memory keeping
+#: ``room`` tokens free (``max_output_tokens``) for the call and its output, as an app offering a tool must.
+VARIANTS: dict[str, dict[str, Any] | tuple[str, int, int]] = {
+    "block k=20 share=0.2 (default)": {"k": 20, "share": 0.2},
+    "block k=20 share=0.12": {"k": 20, "share": 0.12},
+    "block k=10 share=0.12": {"k": 10, "share": 0.12},
+    "block k=30 share=0.12": {"k": 30, "share": 0.12},
+    "block k=40 share=0.1": {"k": 40, "share": 0.1},
+    "block k=30 share=0.15": {"k": 30, "share": 0.15},
+    "block k=20 share=0.1": {"k": 20, "share": 0.1},
+    "block k=20 share=0.2 min_relevance=0.2": {"k": 20, "share": 0.2, "min_relevance": 0.2},
+    "block k=20 share=0.2 min_relevance=0.35": {"k": 20, "share": 0.2, "min_relevance": 0.35},
+    "block k=20 share=0.12 min_relevance=0.2": {"k": 20, "share": 0.12, "min_relevance": 0.2},
+    "block k=20 share=0.2 gate=0.2": {"k": 20, "share": 0.2, "gate": 0.2},
+    "block k=20 share=0.2 gate=0.35": {"k": 20, "share": 0.2, "gate": 0.35},
+    "block k=20 share=0.2 gate=0.5": {"k": 20, "share": 0.2, "gate": 0.5},
+    "tool k=5 (called with the question), room 600": ("tool", 5, 600),
+    "tool k=10 (called with the question), room 1000": ("tool", 10, 1000),
+}
+
+
+@dataclass
+class Spent:
+    """One variant on one conversation at one budget: evidence, the request's tokens and recall's part of them."""
+
+    shares: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    recall: list[int] = field(default_factory=list)  # the block's tokens, or the tool's definition, call and output
+    over_budget: int = 0
+    empty: int = 0  # questions with no block (the gate) or "nothing found"
+
+
+def run_variant(
+    sample: dict[str, Any], budget: int, texts: dict[str, str], options: dict[str, Any] | tuple[str, int, int]
+) -> Spent:
+    """Every question asked at the end of the conversation, as :func:`ask_convmem` does. A tool variant assumes
+    the model calls the tool once per question with the question as its query: the request is then the context
+    with the tool's definition, plus the call and its output (what the next request adds), all counted."""
+    import json
+
+    from convmem.longterm.recall.tool import NOTHING_FOUND, RecallTool
+
+    recall = RecallIndex()
+    spent = Spent()
+    counter = counter_for("gpt-4o")
+    if isinstance(options, tuple):
+        tool = RecallTool(recall, k=options[1])
+        memory = convmem_memory(sample, budget, "token_budget", recall, None, tools=[tool.definition], room=options[2])
+        for question, gold in questions(sample):
+            ctx = memory.context(question)
+            start = ctx.window[0] if ctx.window else None
+            output = tool.handle(
+                {"query": question}, user_id=sample["sample_id"], session_id=memory.session_id, window_start=start
+            )
+            call = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": tool.name, "arguments": json.dumps({"query": question})},
+                    }
+                ],
+            }
+            answer = {"role": "tool", "tool_call_id": "call_1", "content": output}
+            extra = sum(counter.count_message(as_message(m)) for m in (call, answer))
+            text = request_text(ctx.messages, ctx.system) + "\n" + output
+            present = sum(1 for d in gold if d in texts and texts[d] in text)
+            spent.shares.append(present / len(gold))
+            spent.tokens.append(ctx.tokens + extra)
+            spent.recall.append(ctx.account.tools + extra)
+            spent.over_budget += ctx.tokens + extra > budget
+            spent.empty += output == NOTHING_FOUND
+    else:
+        block = RecallBlock(recall, **options)
+        memory = convmem_memory(sample, budget, "token_budget", recall, block)
+        for question, gold in questions(sample):
+            ctx = memory.context(question)
+            text = request_text(ctx.messages, ctx.system)
+            present = sum(1 for d in gold if d in texts and texts[d] in text)
+            spent.shares.append(present / len(gold))
+            spent.tokens.append(ctx.tokens)
+            spent.recall.append(ctx.account.blocks.get(block.name, 0))
+            spent.over_budget += ctx.tokens > budget
+            spent.empty += not block.last_hits
+    memory.close()
+    return spent
+
+
+def print_variants(results: dict[tuple[str, int], dict[str, Spent]], budgets: Sequence[int]) -> None:
+    head = " | ".join(f"{b // 1000}k: evidence mean / worst | over | tokens | recall tokens (share)" for b in budgets)
+    print(f"| variant | {head} | no recall (of questions) |")
+    print("|---|" + "---:|---:|---:|---:|" * len(budgets) + "---:|")
+    for name in VARIANTS:
+        cells, empty, asked = [], 0, 0
+        for b in budgets:
+            per = results.get((name, b))
+            if not per:
+                break
+            figures = [100 * statistics.fmean(x.shares) for x in per.values()]
+            tokens = [t for x in per.values() for t in x.tokens]
+            spent = [t for x in per.values() for t in x.recall]
+            over = sum(x.over_budget for x in per.values())
+            empty += sum(x.empty for x in per.values())
+            asked += sum(len(x.shares) for x in per.values())
+            cells.append(
+                f"{statistics.fmean(figures):.1f}% / {min(figures):.1f}% | {over} | {statistics.fmean(tokens):.0f} | "
+                f"{statistics.fmean(spent):.0f} ({100 * statistics.fmean(spent) / b:.1f}%)"
+            )
+        if cells:
+            print(f"| {name} | " + " | ".join(cells) + f" | {100 * empty / max(asked, 1):.1f}% |")
+    variants_cv(results, budgets)
+
+
+def variants_cv(results: dict[tuple[str, int], dict[str, Spent]], budgets: Sequence[int]) -> None:
+    """The block's (k, share) chosen per held-out conversation: the block variant (no gate) with the best mean
+    evidence at every budget on the other conversations, measured on it (leave one conversation out)."""
+    names = [n for n in VARIANTS if n.startswith("block") and "gate" not in n and "min_relevance" not in n]
+    names = [n for n in names if all((n, b) in results for b in budgets)]
+    if len(names) < 2:
+        return
+    convs = sorted(results[(names[0], budgets[0])])
+
+    def value(name: str, on: Sequence[str]) -> float:
+        return statistics.fmean(100 * statistics.fmean(results[(name, b)][c].shares) for b in budgets for c in on)
+
+    picked = {c: max(names, key=lambda n: value(n, [o for o in convs if o != c])) for c in convs}
+    cells = []
+    for b in budgets:
+        held = [100 * statistics.fmean(results[(picked[c], b)][c].shares) for c in convs]
+        spent = [t for c in convs for t in results[(picked[c], b)][c].recall]
+        over = sum(results[(picked[c], b)][c].over_budget for c in convs)
+        cells.append(
+            f"{b // 1000}k {statistics.fmean(held):.1f}% (worst {min(held):.1f}%), over {over}, "
+            f"recall tokens {statistics.fmean(spent):.0f} ({100 * statistics.fmean(spent) / b:.1f}%)"
+        )
+    print(f"\nLeave one conversation out over the block variants: {'; '.join(cells)}")
+    print("picked: " + "; ".join(f"{c} {n}" for c, n in picked.items()))
 
 
 # -- llama-index -------------------------------------------------------------------------------
@@ -355,6 +501,12 @@ def main() -> None:
     parser.add_argument("--skip-summary", action="store_true")
     parser.add_argument("--conversations", type=int, default=5, help="only the first N (a quick check)")
     parser.add_argument("--only", default="", help="only these conversations (comma-separated sample ids)")
+    parser.add_argument(
+        "--variants",
+        default=None,
+        help="evidence per token: the recall block's variants and recall as a tool (comma-separated substrings "
+        "of VARIANTS' names, or 'all'); only this is run",
+    )
     args = parser.parse_args()
     if not LOCOMO.exists():
         sys.exit(f"LoCoMo not found at {LOCOMO} (set CONVMEM_LOCOMO_DIR)")
@@ -363,6 +515,18 @@ def main() -> None:
         data = [s for s in data if s["sample_id"] in args.only.split(",")]
     convs = [s["sample_id"] for s in data]
     budgets = [int(b) for b in args.budgets.split(",")]
+    if args.variants:
+        chosen = [n for n in VARIANTS if args.variants == "all" or any(p in n for p in args.variants.split(","))]
+        results: dict[tuple[str, int], dict[str, Spent]] = defaultdict(dict)
+        began = time.perf_counter()
+        for sample in data:
+            texts = needles(sample)
+            for budget in budgets:
+                for name in chosen:
+                    results[(name, budget)][sample["sample_id"]] = run_variant(sample, budget, texts, VARIANTS[name])
+            print(f"{sample['sample_id']} done at {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+        print_variants(results, budgets)
+        return
     embedder = make_embedder(args.embedder)
     counter = counter_for("gpt-4o")
     llama = llama_runner(embedder) if embedder is not None and (args.llama or args.llama_only) else None

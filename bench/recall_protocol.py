@@ -68,6 +68,9 @@ START = Tuning(
     neighbour_asked=0.0,
     recency=0.0,
     session_spread=0.0,
+    # Inert while the spread is 0, so ascent first tries spreading only the questions that count, total or
+    # compare (spreading all of them was never chosen), then every question again.
+    spread_many=True,
 )
 BM25_SPACE: dict[str, list[Any]] = {
     "k1": [0.6, 0.9, 1.2],
@@ -83,7 +86,8 @@ STEP_SPACE: dict[str, list[Any]] = {
     "date_boost": [0.0, 1.0, 2.0],
     "when_boost": [0.0, 0.5],
     "recency": [0.0, 0.25, 0.5, 1.0],
-    "session_spread": [0.0, 0.1, 0.2, 0.3],
+    "session_spread": [0.0, 0.1, 0.2, 0.3, 0.5],
+    "spread_many": [True, False],
 }
 FUSION_SPACE: dict[str, list[Any]] = {"dense_weight": [0.5, 1.0, 1.5], "dense_steps": [0.0, 1.0]}
 #: Each step and the value that switches it off.
@@ -98,11 +102,14 @@ STEPS_OFF: dict[str, Any] = {
     "when_boost": 0.0,
     "recency": 0.0,
     "session_spread": 0.0,
+    "spread_many": False,
     "dense_steps": 0.0,
 }
 #: Steps tried by switching them on in each fold's tuned setting, not searched (feedback doubles a search).
 ADD_ONS: dict[str, Any] = {"prf": (5, 10, 0.2)}
 OFF_VALUES = {**STEPS_OFF, "prf": (0, 0, 0.0)}
+#: Where ``--only`` starts a modifier that is inert while its step is off.
+START_OF: dict[str, Any] = {"spread_many": True, "neighbour_asked": 0.0}
 
 
 def space(mode: str) -> dict[str, list[Any]]:
@@ -188,12 +195,22 @@ def ablate(
 
 
 def run_mode(
-    mode: str, evaluators: Sequence[Evaluator], ablation: bool, passes: int, fusion_only: bool = False
+    mode: str,
+    evaluators: Sequence[Evaluator],
+    ablation: bool,
+    passes: int,
+    fusion_only: bool = False,
+    only: Sequence[str] = (),
 ) -> dict[str, Any]:
     start = Config(mode, START)
     searched = space(mode)
     if fusion_only and mode == "hybrid":  # the shipped lexical constants, the fusion's tuned per fold
         start, searched = Config(mode, replace(DEFAULT_TUNING, dense_steps=0.0)), dict(FUSION_SPACE)
+    if only:  # the shipped constants, only these tuned per fold (from their off values): a cheap run for a new step
+        tuning = DEFAULT_TUNING
+        for name in only:
+            tuning = Config(mode, tuning).with_(name, START_OF.get(name, OFF_VALUES.get(name))).tuning
+        start, searched = Config(mode, tuning), {n: v for n, v in searched.items() if n in only}
     joint = cross_validate_jointly(evaluators, searched, start, passes)
     own = [cross_validate(e, searched, start, passes) for e in evaluators]
     out: dict[str, Any] = {"mode": mode, "dev_config": repr(joint[0].dev_config), "sets": {}}
@@ -219,6 +236,21 @@ def run_mode(
             for set_name, cell in ablate(evaluators, searched, start, joint, step, passes).items():
                 out["sets"][set_name].setdefault("ablation", {})[step] = cell
     return out
+
+
+def frontier(mode: str, evaluators: Sequence[Evaluator], shares: Sequence[float], passes: int) -> None:
+    """The trade-off between two sets that disagree: the joint cross-validation rerun with the first set's
+    share of the objective at each of ``shares`` (0.5: the protocol), each set's held-out figures printed.
+    Where no share reaches one set's target without giving up the other's, the two targets conflict."""
+    start, searched = Config(mode, START), space(mode)
+    names = [e.dataset.name for e in evaluators]
+    print(f"\n### frontier, mode {mode}: share of {names[0]} in the objective -> held-out turn R@1/5/10/25\n")
+    print(f"| share of {names[0]} | " + " | ".join(names) + " | shipped (dev) setting |")
+    print("|---:|" + "---:|" * len(names) + "---|")
+    for share in shares:
+        joint = cross_validate_jointly(evaluators, searched, start, passes, weights=(share, 1.0 - share))
+        cells = " | ".join(fmt(r.mean()) for r in joint)
+        print(f"| {share:.2f} | {cells} | {joint[0].dev_config.tuning!r} |", flush=True)
 
 
 def verdicts(report: dict[str, Any]) -> dict[str, str]:
@@ -305,6 +337,19 @@ def main() -> None:
         help="hybrid: tune only the fusion constants per fold, from the shipped lexical constants (a cheaper run)",
     )
     parser.add_argument("--json", metavar="PATH")
+    parser.add_argument(
+        "--only",
+        default="",
+        metavar="NAMES",
+        help="comma-separated Tuning fields: start from the shipped constants and tune only these per fold "
+        "(from off; a cheaper run that measures a new step held out)",
+    )
+    parser.add_argument(
+        "--frontier",
+        metavar="SHARES",
+        help="comma-separated shares of the first set in the joint objective (e.g. 0.5,0.65,0.8): the joint CV "
+        "at each, the trade-off between the sets (only this is run)",
+    )
     args = parser.parse_args()
     sets = datasets(args.datasets)
     if not sets:
@@ -313,11 +358,20 @@ def main() -> None:
     modes = [m for m in args.modes.split(",") if m and (embedder is not None or m != "hybrid")]
     evaluators = [Evaluator(s, embedder) for s in sets]
     began = time.perf_counter()
+    if args.frontier:
+        try:
+            for mode in modes:
+                frontier(mode, evaluators, [float(x) for x in args.frontier.split(",")], args.passes)
+        finally:
+            for e in evaluators:
+                e.close()
+        return
     try:
         plain = {e.dataset.name: plain_figures(e) for e in evaluators}
         reports = []
         for mode in modes:
-            reports.append(run_mode(mode, evaluators, args.ablate, args.passes, args.fusion_only))
+            only = [n for n in args.only.split(",") if n]
+            reports.append(run_mode(mode, evaluators, args.ablate, args.passes, args.fusion_only, only))
             scored = sum(e.evaluated for e in evaluators)
             print(f"{mode}: {scored} settings scored, {time.perf_counter() - began:.0f} s", file=sys.stderr)
     finally:

@@ -13,7 +13,7 @@ from convmem.errors import ConfigurationError
 from convmem.longterm.recall.index import RecallDoc
 from convmem.longterm.recall.lexical import context_weight
 from convmem.longterm.recall.ranking import Tuning
-from convmem.longterm.recall.steps import asked_role, spread
+from convmem.longterm.recall.steps import asked_role, asks_many, spread
 
 from .test_ranking import PLAIN, T0, ids, index
 
@@ -187,6 +187,41 @@ def test_spread_in_a_search_reaches_another_session() -> None:
         Tuning(session_spread=1.0)
     with pytest.raises(ConfigurationError):
         Tuning(recency=-1.0)
+
+
+@pytest.mark.parametrize(
+    ("question", "many"),
+    [
+        ("How many weddings have I attended in this year?", True),
+        ("How much money did I raise in total through all the charity events?", True),
+        ("What is the total distance of the hikes I did on two consecutive weekends?", True),
+        ("What is the average GPA of my undergraduate and graduate studies?", True),
+        ("How much older am I than the average age of employees in my department?", True),
+        ("How much earlier do I wake up on Fridays compared to other weekdays?", True),
+        ("How many different museums or galleries did I visit in December?", True),
+        ("What did Caroline paint?", False),
+        ("Where did I park my car?", False),
+        ("When did Melanie go camping?", False),
+        ("What is my current job title?", False),
+    ],
+)
+def test_asks_many_reads_questions_that_count_total_or_compare(question: str, many: bool) -> None:
+    assert asks_many(question) is many
+
+
+def test_spread_many_spreads_only_the_questions_that_count() -> None:
+    docs = [
+        doc(0, "wedding of my cousin, a lovely wedding", session="a"),
+        doc(1, "the wedding cake was great", session="a"),
+        doc(2, "wedding photos from the wedding", session="a"),
+        doc(3, "another wedding in June", session="b", when=T0 + timedelta(days=30)),
+    ]
+    recall = index(replace(PLAIN, session_spread=0.5, spread_many=True), docs)
+    counted = [h.doc.message_id for h in recall.search("how many weddings?", user_id="u", k=2)]
+    assert "m3" in counted  # spread: the other session is reached
+    one = [h.doc.message_id for h in recall.search("the wedding", user_id="u", k=2)]
+    assert one == ids(index(PLAIN, docs), "the wedding", k=2)  # not spread: the plain ranking
+    assert "m3" not in one
 
 
 def test_a_question_naming_a_role_can_leave_the_neighbours_out() -> None:

@@ -5,7 +5,8 @@
 the ranking steps, ``temporal`` the dates a query names, ``embedders`` the dense side,
 ``fusion`` joins the two, ``hits`` explains each result; ``index`` (:class:`RecallIndex`)
 searches in process over a user's ``_partition``; ``store`` is the contract of a store that
-keeps (and possibly searches) the documents; ``block`` renders the top hits into the context.
+keeps (and possibly searches) the documents; ``block`` renders the top hits into the context,
+``tool`` offers them to the model on demand.
 
 Most of it needs numpy (``pip install 'convmem[recall]'``), so every name is imported on
 first use (``model`` does not: a store imports it without numpy).
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .model import DocRef, RecallDoc, Where
     from .ranking import Tuning
     from .store import LexicalRecallStore, RecallStore, SearchingRecallStore
+    from .tool import RecallTool
 
 _LAZY = {
     "AsyncEmbedder": "embedders",
@@ -41,6 +43,7 @@ _LAZY = {
     "Where": "model",
     "RecallIndex": "index",
     "RecallBlock": "block",
+    "RecallTool": "tool",
     "Tuning": "ranking",
     "LexicalRecallStore": "store",
     "RecallStore": "store",
@@ -62,6 +65,7 @@ __all__ = [
     "RecallHit",
     "RecallIndex",
     "RecallStore",
+    "RecallTool",
     "SearchingRecallStore",
     "SentenceTransformerEmbedder",
     "Tuning",

@@ -6,6 +6,26 @@ messages of this session's window (already in context) and repeated texts.
 It renders from a :class:`~convmem.longterm.blocks.Turn`, never from a user
 id of its own (invariant 6).
 
+Evidence per token (issue 30):
+
+* **A relevance gate** (``gate``): a hit's relevance is the share of the query's word weight (each
+  content word by its idf in the user's archive) that the hit's own text or the message before it holds
+  (:func:`relevance`). When no hit reaches ``gate`` the block is empty: a turn that asks nothing the
+  archive knows ("thanks!", "sounds good") carries no block at all; otherwise every hit is shown, as
+  evidence often shares no word with the question. ``min_relevance`` is the stricter form, applied to each
+  hit. The message before a hit counts because evidence is often the short answer to a question ("Where
+  did you go?" / "The Rockies"), which holds none of the words itself.
+* **Hits that keep their place** (``order="stable"``): a hit shown last turn in the same session keeps its
+  line; a new hit takes the place of one that left, then the rest follow, in the order they were said.
+  The block's text then changes only where its hits did, so a block at a fixed place in the request
+  (``position="system"``) keeps the provider's cached prefix up to its first changed line. Measured on a
+  LoCoMo conversation (``bench/cache.py``), a hit changes almost every turn there, and a system block sends
+  the window behind it anew: reuse fell from 69% to 16%, so neither is the default.
+
+The gate's effect, measured (``bench/evidence.py --variants``, ``bench/cache.py``; figures in
+``bench/README.md``): on LoCoMo at 4k, ``gate=0.35`` billed 27% less input with 5 points less of the
+questions' evidence; it is off by default, as every benchmark question there has evidence to find.
+
 Example::
 
     recall = RecallIndex()
@@ -14,7 +34,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ...errors import ConvmemError
@@ -24,16 +44,33 @@ from .hits import Dropped
 if TYPE_CHECKING:
     from .hits import RecallHit
     from .index import Mode, RecallIndex
+    from .model import DocRef
 
-__all__ = ["DEFAULT_K", "DEFAULT_SHARE", "RecallBlock"]
+__all__ = ["DEFAULT_K", "DEFAULT_SHARE", "ORDERS", "RecallBlock", "hit_line", "relevance"]
 
 #: Hits a recall block shows at most, and its reserved share of the budget: chosen by measurement
 #: (``bench/evidence.py``, evidence turns reaching the request on LoCoMo at 4k and 8k tokens).
 DEFAULT_K = 20
 DEFAULT_SHARE = 0.2
+ORDERS = ("time", "score", "stable")
+_PLACES_KEPT = 256  # sessions whose last block a stable block remembers
 
 
-def _hit_line(hit: RecallHit) -> str:
+def relevance(query_weights: Mapping[str, float], hit: RecallHit) -> float:
+    """The share of the query's word weight (``query_weights``: each content word's weight) that ``hit``'s
+    own text or the message before it holds, in [0, 1]; 0 for a query without content words."""
+    from .lexical import tokenize  # numpy's side of recall: the block itself is imported without it
+
+    total = sum(query_weights.values())
+    if total <= 0:
+        return 0.0
+    held = set(tokenize(hit.doc.text))
+    if hit.doc.context:
+        held.update(tokenize(hit.doc.context))
+    return sum(w for term, w in query_weights.items() if term in held) / total
+
+
+def hit_line(hit: RecallHit) -> str:
     doc = hit.doc
     return f"[{doc.created_at:%Y-%m-%d %H:%M}] {doc.role}: {doc.text}"
 
@@ -77,8 +114,11 @@ class RecallBlock:
         max_tokens: the block's own cap.
         position: ``"user"`` (default) or ``"system"``.
         line: how one hit is written.
-        order: ``"time"`` (as said; easier to read) or ``"score"`` (best first).
+        order: ``"time"`` (as said; easier to read), ``"score"`` (best first) or ``"stable"`` (a hit
+            shown last turn keeps its line; new ones in the order they were said).
         share: the share of the budget reserved for the block, in [0, 1).
+        gate: in [0, 1]: no block is shown when no hit's :func:`relevance` reaches it (0: off).
+        min_relevance: in [0, 1]: a hit whose :func:`relevance` is below it is left out (0: off).
     """
 
     per_turn = True
@@ -94,9 +134,11 @@ class RecallBlock:
         sessions: str = "all",
         max_tokens: int | None = None,
         position: Position = "user",
-        line: Callable[[RecallHit], str] = _hit_line,
+        line: Callable[[RecallHit], str] = hit_line,
         order: str = "time",
         share: float = DEFAULT_SHARE,
+        gate: float = 0.0,
+        min_relevance: float = 0.0,
     ) -> None:
         check_block(name, priority, max_tokens, position)
         if sessions not in ("all", "current"):
@@ -104,6 +146,13 @@ class RecallBlock:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConvmemError(f"k must be a positive integer, got {k!r}")
         check_share(share)
+        if order not in ORDERS:
+            raise ConvmemError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+        for label, value in (("gate", gate), ("min_relevance", min_relevance)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ConvmemError(f"{label} must be a number in [0, 1], got {value!r}")
+        self.gate, self.min_relevance = float(gate), float(min_relevance)
+        self._places: dict[tuple[str | None, str | None], list[DocRef]] = {}  # -> the refs shown
         self.index, self.name, self.priority, self.k, self.mode = index, name, priority, k, mode
         self.sessions, self.max_tokens, self.position, self.line, self.order = (
             sessions,
@@ -179,17 +228,50 @@ class RecallBlock:
         )
         seen: set[str] = {turn.query.strip()}
         chosen: list[RecallHit] = []
+        weights: Mapping[str, float] = {}
+        if self.min_relevance > 0 or self.gate > 0:
+            from .lexical import tokenize
+
+            weights = self.index.term_weights(turn.user_id, set(tokenize(turn.query)))
         for hit in hits:
             text = hit.doc.text.strip()
             if text in seen:
                 self.last_dropped.append(Dropped(hit, "repeats the input or a text shown above"))
+            elif self.min_relevance > 0 and (value := relevance(weights, hit)) < self.min_relevance:
+                reason = f"relevance {value:.2f} below the block's min_relevance={self.min_relevance:g}"
+                self.last_dropped.append(Dropped(hit, reason))
             elif len(chosen) >= self.k:
                 self.last_dropped.append(Dropped(hit, f"ranked below the block's k={self.k}"))
             else:
                 seen.add(text)
                 chosen.append(hit)
+        if self.gate > 0 and not any(relevance(weights, h) >= self.gate for h in chosen):
+            self.last_dropped += [Dropped(hit, f"no hit reaches the block's gate={self.gate:g}") for hit in chosen]
+            chosen = []
         ranks = {id(hit): rank for rank, hit in enumerate(chosen, start=1)}
-        if self.order == "time":
+        if self.order != "score":
             chosen.sort(key=lambda h: (h.doc.created_at, h.doc.session_id, h.doc.seq))
+        if self.order == "stable":
+            chosen = self._keep_places(turn, chosen)
         self.last_hits = chosen
         return [(self.line(h), ranks[id(h)]) for h in chosen]
+
+    def _keep_places(self, turn: Turn, chosen: list[RecallHit]) -> list[RecallHit]:
+        """``chosen`` (in time order) arranged so that a hit the last block of this session showed keeps its
+        line, a new hit takes the line of one that left, and the remaining new hits follow."""
+        key = (turn.user_id, turn.session_id)
+        before = self._places.pop(key, [])
+        by_ref = {h.doc.ref: h for h in chosen}
+        shown = set(before)
+        fresh = [h for h in chosen if h.doc.ref not in shown]
+        placed: list[RecallHit] = []
+        for ref in before:
+            if ref in by_ref:
+                placed.append(by_ref[ref])
+            elif fresh:
+                placed.append(fresh.pop(0))
+        placed.extend(fresh)
+        self._places[key] = [h.doc.ref for h in placed]
+        while len(self._places) > _PLACES_KEPT:  # the oldest session first (dicts keep insertion order)
+            del self._places[next(iter(self._places))]
+        return placed

@@ -17,10 +17,8 @@ ranking, a statistic or a result with another's (invariant 6). It is an eviction
 * **In the server**: with a store whose server searches (pgvector, RediSearch), nothing of a user is
   loaded and one query per search runs both retrievers there (:mod:`._storesearch`).
 
-Every hit says what each signal gave it and why it was kept (:class:`~.hits.RecallHit`). The
-constants were chosen by cross-validation over two dev sets of different shapes, LoCoMo and
-LongMemEval-S (``bench/recall_protocol.py``; figures in ``bench/README.md``). Filters: session(s), a time range,
-roles, and the current window (so a recall block never repeats what is already in context).
+Every hit says what each signal gave it (:class:`~.hits.RecallHit`). Constants: cross-validated on LoCoMo and
+LongMemEval-S (``bench/recall_protocol.py``). Filters: sessions, a time range, roles, the current window.
 
 Example::
 
@@ -47,10 +45,10 @@ from .embedders import Embedder, embed_checked
 from .fusion import nonzero, rrf, zscore
 from .hits import RecallHit
 from .keys import Keys
-from .lexical import context_weight, tokenize
+from .lexical import bm25_idf, context_weight, tokenize
 from .model import RecallDoc, Where
 from .ranking import DEFAULT_TUNING, LexicalSignals, QueryRewriter, Tuning, build_hits, dense_steps, lexical_signals
-from .steps import spread
+from .steps import asks_many, spread
 from .store import LexicalRecallStore, RecallStore, SearchingRecallStore
 
 __all__ = ["Keys", "Mode", "RecallDoc", "RecallHit", "RecallIndex", "Tuning", "Where"]
@@ -139,7 +137,6 @@ class RecallIndex:
         """Index documents (already-indexed ones are skipped); returns how many were new.
 
         A document is already indexed when its user, session and message id all match one that is.
-
         Raises LLMError if embedding fails; the documents stay indexed lexically.
         """
         with self._lock:
@@ -257,6 +254,13 @@ class RecallIndex:
             return self._remote.store.count_docs(user_id) if self._remote else len(self._partition(user_id))
 
     # -- search ------------------------------------------------------------------------------
+    def term_weights(self, user_id: str | None, terms: Collection[str]) -> dict[str, float]:
+        """Each term's BM25 idf in the user's archive (a term it lacks as rare as can be; no counts: 1 each)."""
+        with self._lock:
+            lexical = self._partition(user_id).lexical
+            n = len(lexical)
+        return {t: bm25_idf(n, max(1, lexical.document_frequency(t))) if n else 1.0 for t in terms}
+
     def search(
         self,
         query: str,
@@ -318,7 +322,7 @@ class RecallIndex:
                 else:
                     dense = self._dense(partition, vector, keep, signals)
             admitted = len(partition) if keep is None else int(np.count_nonzero(keep))
-            return self._fuse(partition, signals, dense, admitted, k)
+            return self._fuse(partition, signals, dense, admitted, k, asks_many(query))
 
     def _lexical(
         self, partition: Partition, query: str, user_id: str | None, keep: Any, k: int, now: datetime | None
@@ -350,6 +354,7 @@ class RecallIndex:
         dense: tuple[Any, Any] | None,
         admitted: int,
         k: int,
+        many: bool,
     ) -> list[RecallHit]:
         depth = max(k * 4, 50)  # fusion needs candidates beyond k from each side
         lexical = nonzero(signals.score) if signals is not None else None
@@ -370,9 +375,8 @@ class RecallIndex:
             candidates = len(lexical[0]) if lexical is not None else len(dense[0]) if dense is not None else 0
             label = "lexical" if lexical is not None else "dense"
         lowered: dict[int, float] = {}
-        if self.tuning.session_spread and len(fused) > 1:
-            sittings = partition.sittings([n for n, _ in fused])
-            fused, lowered = spread(fused, sittings, 1.0 - self.tuning.session_spread, k)
+        if self.tuning.session_spread and len(fused) > 1 and (not self.tuning.spread_many or many):
+            fused, lowered = spread(fused, partition.sittings([n for n, _ in fused]), 1 - self.tuning.session_spread, k)
         return build_hits(partition.docs, fused[:k], lex_rank, den_rank, signals, raw, candidates, label, lowered)
 
     def _rewritten(self, query: str) -> str:

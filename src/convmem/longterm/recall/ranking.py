@@ -20,7 +20,8 @@ documents, so every hit can say what each step gave it:
 6. **Order** (``recency``): a question about the current state prefers newer documents, one about
    what came before older ones (:func:`~.temporal.asks_order`).
 
-After ranking, :func:`~.steps.spread` (``session_spread``) lets the top k reach more sessions.
+After ranking, :func:`~.steps.spread` (``session_spread``) lets the top k reach more sessions (with
+``spread_many``, for the questions that count, total or compare only).
 
 The defaults were chosen by cross-validation over two dev sets of different shapes, LoCoMo and the
 LongMemEval-S dev slice (``bench/recall_protocol.py``; figures in ``bench/README.md``): fold i of both held
@@ -90,6 +91,7 @@ class Tuning:
             by where its time falls between the user's oldest and newest documents.
         session_spread: in [0, 1): each hit already taken from a candidate's session and day multiplies the
             candidate's score by ``1 - session_spread`` (0: off).
+        spread_many: spread only the questions that count, total or compare (:func:`~.steps.asks_many`).
     """
 
     k1: float = 0.6
@@ -108,6 +110,7 @@ class Tuning:
     neighbour_asked: float = 0.0
     recency: float = 0.0
     session_spread: float = 0.0
+    spread_many: bool = False
 
     def __post_init__(self) -> None:
         for name in (

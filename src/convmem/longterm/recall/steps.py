@@ -18,7 +18,9 @@ contributions. Out: score vectors (or masks) over the partition's documents, whi
   time falls between the user's oldest and newest documents.
 * **Spread** (:func:`spread`): a question whose evidence spans sessions ("how many weddings did I attend
   this year?") needs hits from each of them; each hit already taken from a candidate's sitting (its
-  session and day) multiplies the candidate's score by ``1 - session_spread`` before the next pick.
+  session and day) multiplies the candidate's score by ``1 - session_spread`` before the next pick. With
+  ``spread_many`` only a question that counts, totals or compares (:func:`asks_many`) is spread: one fact
+  asked about is best served by its best turns, wherever they are.
 * **Roles** (:func:`asked_role`): in a chat between a user and an assistant, a question in the first
   person ("what did I buy?") asks what the user said, and one about what "you told me" or "our previous
   conversation" asks what the assistant said. Documents of that role are multiplied by ``1 + role_boost``.
@@ -34,7 +36,7 @@ from typing import Any
 from ._np import np
 from ._partition import Partition
 
-__all__ = ["asked_role", "neighbour_share", "order_multiplier", "spread"]
+__all__ = ["asked_role", "asks_many", "neighbour_share", "order_multiplier", "spread"]
 
 Array = np.ndarray[Any, Any]
 
@@ -49,6 +51,11 @@ _BASE = (  # the same after "did you" ("what did you suggest?"); "can you sugges
 _ASKS_ASSISTANT = re.compile(
     rf"\byou(?:'ve|'d| have| had| just)?\s+(?:{_PAST})\b|\bdid\s+you\s+(?:{_BASE})\b"
     r"|\b(?:our|the|my)\s+(?:previous|last|earlier|past|recent)?\s*(?:conversation|chat|discussion)s?\b",
+    re.I,
+)
+_ASKS_MANY = re.compile(  # counting, totals, averages and comparisons: their evidence is several facts
+    r"\bhow\s+(?:many|much)\b|\b(?:total|totals|average|altogether|combined|across|different|both|each|every)\b"
+    r"|\bcompared\s+(?:to|with)\b|\b\w+er\s+than\b|\ball\s+(?:the|my)\b",
     re.I,
 )
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
@@ -112,6 +119,12 @@ def order_multiplier(partition: Partition, order: str, recency: float) -> Array:
     if order == "oldest":
         position = 1.0 - position
     return (1.0 + recency * position).astype(np.float32)
+
+
+def asks_many(query: str) -> bool:
+    """Whether ``query`` counts, totals or compares ("how many weddings...", "the total cost of...", "how much
+    older am I than..."): its evidence is several facts, often said in several sessions."""
+    return _ASKS_MANY.search(query) is not None
 
 
 def spread(
