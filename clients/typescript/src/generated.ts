@@ -13,6 +13,8 @@ export type AccountOut = {
   reserved_output: number;
   reused: number;
   summary: number;
+  tools?: number;
+  tools_changed?: boolean;
   total: number;
   window: number;
 };
@@ -66,6 +68,14 @@ export type ContextOut = {
   window: Array<number> | null;
 };
 
+export type ErasureOut = {
+  action: string;
+  at: string;
+  counts: Record<string, number>;
+  key_id: string | null;
+  subject: string;
+};
+
 export type FactIn = {
   confidence?: number | null;
   metadata?: Record<string, unknown>;
@@ -102,6 +112,18 @@ export type FactUpdateIn = {
   reason?: string;
   subject?: string | null;
   text: string;
+};
+
+export type ForgetIn = {
+  session_id?: string | null;
+};
+
+export type ForgetOut = {
+  pending: string;
+  removed: Record<string, number>;
+  session_id: string | null;
+  sessions: Array<string>;
+  user_id: string | null;
 };
 
 export type ForkIn = {
@@ -207,6 +229,11 @@ export type RecallIn = {
   mode?: "lexical" | "dense" | "hybrid" | null;
   query: string;
   session_id?: string | null;
+};
+
+export type RecallModesOut = {
+  default: "lexical" | "dense" | "hybrid";
+  modes: Array<"lexical" | "dense" | "hybrid">;
 };
 
 export type RecallOut = {
@@ -343,6 +370,10 @@ export const OPERATIONS = {
     "method": "GET",
     "path": "/v1/sessions/{session_id}/export"
   },
+  "forget": {
+    "method": "POST",
+    "path": "/v1/forget"
+  },
   "forkSession": {
     "method": "POST",
     "path": "/v1/sessions/{session_id}/fork"
@@ -375,6 +406,10 @@ export const OPERATIONS = {
     "method": "GET",
     "path": "/v1/blocks"
   },
+  "listErasures": {
+    "method": "GET",
+    "path": "/v1/erasures"
+  },
   "listFacts": {
     "method": "GET",
     "path": "/v1/facts"
@@ -406,6 +441,10 @@ export const OPERATIONS = {
   "recall": {
     "method": "POST",
     "path": "/v1/recall"
+  },
+  "recallModes": {
+    "method": "GET",
+    "path": "/v1/recall/modes"
   },
   "recordUsage": {
     "method": "POST",

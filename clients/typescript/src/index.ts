@@ -22,6 +22,10 @@
 import { randomUUID } from "node:crypto";
 
 import type {
+  ErasureOut,
+  ForgetIn,
+  ForgetOut,
+  RecallModesOut,
   BlockOut,
   ContextOut,
   FactOut,
@@ -266,6 +270,17 @@ export class Api {
   }
   recall(body: { query: string; k?: number; mode?: string | null; session_id?: string | null }, query: { user_id?: string | null } = {}) {
     return this.send<RecallOut>("recall", {}, { query, body, retry: true });
+  }
+  recallModes(query: { user_id?: string | null } = {}) {
+    return this.send<RecallModesOut>("recallModes", {}, { query, retry: true });
+  }
+
+  // -- erasure -----------------------------------------------------------------------------------
+  forget(body: ForgetIn = {}, query: { user_id?: string | null } = {}) {
+    return this.send<ForgetOut>("forget", {}, { query, body, retry: true }); // idempotent: a repeat removes nothing more
+  }
+  listErasures(query: { user_id?: string | null } = {}) {
+    return this.send<ErasureOut[]>("listErasures", {}, { query, retry: true });
   }
 
   // -- admin (the admin key) ---------------------------------------------------------------------

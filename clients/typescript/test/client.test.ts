@@ -131,7 +131,22 @@ describe("the client", () => {
     assert.equal((await client.blocks.get("persona")).value, "Likes trains\n and boats");
     assert.deepEqual((await client.blocks.listBlocks()).map((b) => b.name), ["persona"]);
     assert.ok(Array.isArray(await client.recall("trains")));
+    const modes = await client.api.recallModes({ user_id: client.userId });
+    assert.ok(modes.modes.includes(modes.default));
     await client.delete();
+  });
+
+  test("forget erases a user's session, twice is a no-op, and the erasure is audited", async () => {
+    const client = await Client.create(base, { ...options(), model: "gpt-4o", max_tokens: 4_000 });
+    await client.add({ role: "user", content: "my card number is 4111" });
+    const receipt = await client.api.forget({ session_id: client.sessionId }, { user_id: client.userId });
+    assert.deepEqual(receipt.sessions.length, 1);
+    assert.ok(Object.values(receipt.removed).some((n) => n > 0));
+    const again = await client.api.forget({ session_id: client.sessionId }, { user_id: client.userId });
+    assert.ok(Object.values(again.removed).every((n) => n === 0));
+    const trail = await client.api.listErasures({ user_id: client.userId });
+    assert.ok(trail.length >= 1 && !JSON.stringify(trail).includes("4111"));
+    await assert.rejects(client.stats(), ERRORS.SessionNotFoundError);
   });
 
   test("admin: tenants and keys", async () => {
