@@ -423,3 +423,42 @@ def test_a_persisting_redis_keeps_erased_data_in_its_aof_until_compact(tmp_path:
             store.close()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(("removed", "compacted", "left"), [(1, False, True), (0, False, False), (1, True, False)])
+def test_a_receipt_names_what_storage_holds_only_when_something_was_removed_and_not_compacted(
+    removed: int, compacted: bool, left: bool
+) -> None:
+    receipt = ForgetReceipt.made(
+        "u", None, {"messages": removed}, ["s"], compacted=compacted, pending="freed pages", command="convmem compact"
+    )
+    assert (receipt.pending, receipt.compact) == (("freed pages", "convmem compact") if left else ("", ""))
+    assert receipt.compacted is compacted
+    assert receipt.sessions == ("s",)
+
+
+@pytest.mark.slow
+def test_compaction_waits_for_an_older_snapshot_and_refuses_while_it_lasts(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """VACUUM FULL keeps every row an open snapshot can still see: a transaction begun before the erasure keeps
+    the erased rows in the files, so the compaction waits for it, and names it rather than report success."""
+    import psycopg
+
+    from convmem.errors import StoreError
+    from convmem.stores.postgres import _forget as pg_forget
+
+    with opened("postgres", tmp_path, request) as store:
+        seeded = seed(store, ("alice", "bob"))
+        reader = psycopg.connect(store.settings.url)  # a report that began before the erasure
+        try:
+            reader.execute(f'SET search_path = "{store.settings.schema}"')
+            reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            reader.execute("SELECT count(*) FROM messages").fetchone()
+            store.forget(user_id="alice")
+            with pytest.raises(StoreError, match=r"\d+ other transaction\(s\) of this database began before it"):
+                store.db.run(pg_forget.compact(wait=0.2))
+        finally:
+            reader.close()  # the snapshot ends: now the compaction clears everything
+        store.compact()
+        assert found(store_bytes("postgres", store, tmp_path), seeded.canaries["alice"]) == []

@@ -60,6 +60,31 @@ class ForgetReceipt:
         counts = {kind: int(self.removed.get(kind, 0)) for kind in KINDS}
         object.__setattr__(self, "removed", MappingProxyType(counts))
 
+    @classmethod
+    def made(
+        cls,
+        user_id: str | None,
+        session_id: str | None,
+        counts: Mapping[str, int],
+        erased: Iterable[str],
+        *,
+        compacted: bool,
+        pending: str = "",
+        command: str = "",
+    ) -> ForgetReceipt:
+        """A backend's receipt: what its storage still holds (``pending``) and the ``command`` that clears it are
+        kept only when something was removed and the compaction did not already run."""
+        left = bool(pending) and any(counts.values()) and not compacted
+        return cls(
+            user_id,
+            session_id,
+            counts,
+            tuple(erased),
+            pending=pending if left else "",
+            compact=command if left else "",
+            compacted=compacted,
+        )
+
     @property
     def total(self) -> int:
         """Everything removed, all kinds together (0: nothing was left to erase)."""

@@ -17,7 +17,7 @@ the server recycles its segments: that is the server's, outside the schema.
 
 from __future__ import annotations
 
-from ...errors import SessionNotFoundError
+from ...errors import SessionNotFoundError, StoreError
 from .._forget import KINDS, descendants
 from .._record import unscoped
 from . import _sql as sql
@@ -101,10 +101,41 @@ def erase(user_id: str | None, session_id: str | None) -> Op[tuple[dict[str, int
     return Op("forget", flow, "transaction", retry=False)
 
 
-def compact() -> Op[None]:
-    """``VACUUM FULL`` of every table ``forget`` deletes from (each statement on its own, outside a transaction)."""
+#: How long ``compact`` waits for older transactions of the database to end (see :func:`compact`).
+WAIT_FOR_SNAPSHOTS = 30.0
+_STARTED = "SELECT clock_timestamp()"
+# Other backends of this database in a transaction that began before the compaction: each may hold a
+# snapshot taken before the erasure committed, to which the erased rows are still visible.
+_OLDER = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+    "AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND xact_start < %s"
+)
+
+
+def compact(wait: float = WAIT_FOR_SNAPSHOTS) -> Op[None]:
+    """``VACUUM FULL`` of every table ``forget`` deletes from (each statement on its own, outside a transaction).
+
+    ``VACUUM FULL`` copies every row that some open snapshot of the database can still see, so an erased row
+    survives it while a transaction that began before the erasure is open (another client's, a long report):
+    the compaction first waits up to ``wait`` seconds for those to end, and refuses with a StoreError naming how
+    many are left, rather than report a compaction that left erased rows in the files.
+    """
 
     def flow(retried: bool) -> Flow[None]:
+        ((started,),) = yield Query(_STARTED)
+        waited = 0.0
+        while True:
+            ((older,),) = yield Query(_OLDER, (started,))
+            if older == 0:
+                break
+            if waited >= wait:
+                raise StoreError(
+                    f"PostgreSQL compaction: {older} other transaction(s) of this database began before it and may "
+                    f"still see erased rows (VACUUM FULL keeps what an open snapshot can see); waited {wait:g} s: "
+                    "end them and run the compaction again"
+                )
+            yield Query("SELECT pg_sleep(0.05)")
+            waited += 0.05
         for table in COMPACT_TABLES:
             yield Query(f"VACUUM FULL {table}")
 

@@ -136,16 +136,9 @@ class PostgresStore(ServerStore):
         counts, erased = self.db.run(_forget.erase(user_id, session_id))
         if compact:
             self.compact()
-        pending = _forget.PENDING if any(counts.values()) and not compact else ""
         command = f"convmem compact --db <this store URL> (VACUUM FULL of schema {self.settings.schema})"
-        return ForgetReceipt(
-            user_id,
-            session_id,
-            counts,
-            tuple(erased),
-            pending=pending,
-            compact=command if pending else "",
-            compacted=compact,
+        return ForgetReceipt.made(
+            user_id, session_id, counts, erased, compacted=compact, pending=_forget.PENDING, command=command
         )
 
     def compact(self) -> None:

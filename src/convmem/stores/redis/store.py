@@ -147,10 +147,10 @@ class RedisStore(ServerStore):
         files = self.db.run(_forget.persists()) if any(counts.values()) else []
         if compact and files:
             self.compact()
-        pending = "" if compact or not files else f"the server's {' and '.join(files).upper()} file until rewritten"
-        command = "convmem compact --db <this store URL> (BGREWRITEAOF / BGSAVE)" if pending else ""
-        return ForgetReceipt(
-            user_id, session_id, counts, tuple(erased), pending=pending, compact=command, compacted=compact
+        pending = f"the server's {' and '.join(files).upper()} file until rewritten" if files else ""
+        command = "convmem compact --db <this store URL> (BGREWRITEAOF / BGSAVE)"
+        return ForgetReceipt.made(
+            user_id, session_id, counts, erased, compacted=compact, pending=pending, command=command
         )
 
     def compact(self) -> None:

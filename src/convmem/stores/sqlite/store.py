@@ -324,15 +324,9 @@ class SQLiteStore:
         counts, erased = _forget.erase(self.db, user_id, session_id, self._resolve, self._remove)
         if compact:
             self.compact()
-        pending = _forget.PENDING if any(counts.values()) and not compact else ""
-        return ForgetReceipt(
-            user_id,
-            session_id,
-            counts,
-            tuple(erased),
-            pending=pending,
-            compact=f"convmem compact --db sqlite://{os.path.abspath(self.path)}" if pending else "",
-            compacted=compact,
+        command = f"convmem compact --db sqlite://{os.path.abspath(self.path)}"
+        return ForgetReceipt.made(
+            user_id, session_id, counts, erased, compacted=compact, pending=_forget.PENDING, command=command
         )
 
     def compact(self) -> None:
