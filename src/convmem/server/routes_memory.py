@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import AwareDatetime
 
 from .deps import UserScope, service_of
 from .problems import responses
@@ -34,7 +34,9 @@ BlockName = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 def list_facts(
     scope: UserScope,
     service: Svc,
-    valid_at: Annotated[AwareDatetime | None, Query(description="What held at this time (default: now).")] = None,
+    valid_at: Annotated[
+        datetime | None, Query(description="What held at this time (default: now; without an offset: UTC).")
+    ] = None,
     history: Annotated[bool, Query(description="Every fact ever recorded, ended ones included.")] = False,
 ) -> list[dict[str, Any]]:
     """The user's facts: those valid at a time, or the whole history with validity and replacements."""

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import InvalidMessageError, StoreError
-from ..limits import CEILINGS, MAX_INT, Limits, check_int, check_json, check_limits, check_text
+from ..limits import CEILINGS, MAX_INT, Limits, as_utc, check_int, check_json, check_limits, check_text
 from ..messages import StoredMessage
 from ..session import SessionInfo, SessionState
 from ._record import SessionRecord
@@ -148,8 +148,7 @@ def _header(line: bytes) -> tuple[Imported, int]:
         raise ValueError("session metadata must be an object")
     check_json(metadata, "session.metadata")
     created, updated = (decode_datetime(session[k]) for k in ("created_at", "updated_at"))
-    if created.tzinfo is None or updated.tzinfo is None:
-        raise ValueError("session timestamps need a UTC offset")
+    created, updated = as_utc(created), as_utc(updated)  # naive is UTC, as everywhere a time enters
     count = value["messages"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise ValueError(f"messages must be a non-negative integer, got {count!r}")

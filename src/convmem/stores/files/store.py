@@ -64,6 +64,7 @@ from .._writes import (
     check_fork,
     fork_home,
     fork_record,
+    ids_checked,
     json_object,
     new_session_id,
     now,
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncFileStore", "FileStore"]
 
 
+@ids_checked
 class FileStore:
     """A :class:`~convmem.stores.base.SessionStore` in a directory of JSONL files.
 

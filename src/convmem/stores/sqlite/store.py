@@ -49,6 +49,7 @@ from .._writes import (
     check_fork,
     fork_home,
     fork_record,
+    ids_checked,
     json_object,
     new_session_id,
     now,
@@ -86,6 +87,7 @@ __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 _PAGE = 500  # rows per query when streaming a history
 
 
+@ids_checked
 class SQLiteStore:
     """A :class:`~convmem.stores.base.SessionStore` in one SQLite file.
 
