@@ -7,6 +7,7 @@ accepts round-trips: written, found, listed and exported exactly as it was given
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,7 +49,7 @@ class IdTests:
 
     def test_every_method_refuses_an_id_outside_the_rule_before_touching_anything(self, store: Any) -> None:
         store.append(AppendRequest("kept", numbered(2), user_id="u"))
-        calls = {
+        calls: dict[str, Callable[[str, str], object]] = {
             "append": lambda sid, uid: store.append(AppendRequest(sid, numbered(1), user_id=uid)),
             "load": lambda sid, uid: store.load(sid, user_id=uid),
             "get_session": lambda sid, uid: store.get_session(sid, user_id=uid),
