@@ -119,3 +119,26 @@ class _no_warning:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def test_a_managed_redis_that_refuses_config_is_asked_through_info_then_the_option(tmp_path: Path) -> None:
+    renamed = ["--maxmemory-policy", "allkeys-lru", "--rename-command", "CONFIG", ""]
+    server = RedisServer(tmp_path / "a", durable=False, extra=renamed)
+    (tmp_path / "a").mkdir()
+    server.start()
+    try:  # CONFIG is refused (renamed away, as several managed services do): INFO says the policy
+        with pytest.raises(ConfigurationError, match=r"'allkeys-lru' \(INFO memory\)"):
+            RedisStore(server.url)
+    finally:
+        server.stop()
+    server = RedisServer(tmp_path / "b", durable=False, extra=[*renamed, "--rename-command", "INFO", ""])
+    (tmp_path / "b").mkdir()
+    server.start()
+    try:  # neither CONFIG nor INFO: the store cannot know, and says which option tells it
+        with pytest.raises(ConfigurationError, match="pass maxmemory_policy="):
+            RedisStore(server.url)
+        with pytest.raises(ConfigurationError, match=r"'allkeys-lru' \(the maxmemory_policy option\)"):
+            RedisStore(server.url, maxmemory_policy="allkeys-lru")
+        RedisStore(server.url, maxmemory_policy="noeviction").close()
+    finally:
+        server.stop()
