@@ -94,10 +94,15 @@ class SQLiteStore:
     Args:
         path: the database file; default ``$CONVMEM_DB`` or ``convmem.db`` in the user data directory.
         timeout: seconds to wait for another process's write lock.
+        read_only: open for reading only (``mode=ro``, or ``immutable=1`` where even that cannot open it:
+            see :mod:`convmem.stores.sqlite._db`); every write is then a StoreError. A database file this
+            process may not write is opened so without asking.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
-        self.db = Database(path, timeout=timeout)
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0, read_only: bool = False
+    ) -> None:
+        self.db = Database(path, timeout=timeout, read_only=read_only)
         self.path = self.db.path
         self.rows_read = 0  # rows decoded by load(); shows (and lets tests check) that it skips the archive
 
@@ -344,6 +349,8 @@ class SQLiteStore:
 class AsyncSQLiteStore(AsyncStoreWrapper[SQLiteStore]):
     """The async twin of :class:`SQLiteStore`: the same store and SQL, each call run in a worker thread."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
-        super().__init__(SQLiteStore(path, timeout=timeout))
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0, read_only: bool = False
+    ) -> None:
+        super().__init__(SQLiteStore(path, timeout=timeout, read_only=read_only))
         self.path = self.sync.path
