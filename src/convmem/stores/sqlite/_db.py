@@ -11,9 +11,10 @@ is refused with an error before any write.
 
 A database opened ``read_only`` (or one whose file this process may not write) is opened for
 reading only, with ``mode=ro``: no pragma, no migration, not a byte of the file changed (SQLite
-still makes the ``-shm`` WAL reads need, where the directory allows), and a write is a StoreError. Where even that cannot open it (a read-only directory, so SQLite cannot make
-the shared-memory file WAL needs), it is opened ``immutable=1``: read as the file stands, without
-locks, so changes another process makes while it is open are not seen.
+still makes the ``-shm`` WAL reads need, where the directory allows), and a write is a StoreError.
+Where even that cannot open it (a read-only directory, so SQLite cannot make the shared-memory file
+WAL needs), it is opened ``immutable=1``: read as the file stands, without locks, so changes another
+process makes while it is open are not seen.
 """
 
 from __future__ import annotations
