@@ -15,11 +15,11 @@ import importlib.metadata
 import re
 import subprocess
 import sys
-import tomllib
 import venv
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "convmem"
@@ -116,12 +116,18 @@ def test_the_openai_extra_alone_in_a_fresh_venv_enables_what_its_hints_promise(t
         pytest.skip(f"PyPI is not reachable: {install.stderr[-300:]}")
     assert install.returncode == 0, install.stderr[-2000:]
     probe = (
-        "from convmem.longterm.recall.embedders import OpenAIEmbedder\n"
-        "OpenAIEmbedder(base_url='http://127.0.0.1:9').close()\n"
+        "import httpx\n"  # what OpenAIEmbedder's install hint promises
         "from convmem.llm import OpenAIChat\n"
-        "OpenAIChat(model='gpt-4o-mini', base_url='http://127.0.0.1:9', api_key='x')\n"
-        "import numpy\n"  # the recall extra's: not installed, so this probe sees only [openai]
+        "OpenAIChat(model='gpt-4o-mini', base_url='http://127.0.0.1:9', api_key='x').close()\n"
+        "from convmem.errors import ConfigurationError\n"
+        "try:\n"
+        "    import convmem.longterm.recall.embedders\n"  # recall's (numpy): not this extra's, and it says so
+        "except ConfigurationError as exc:\n"
+        '    assert "convmem[recall]" in str(exc), exc\n'
+        "else:\n"
+        "    raise AssertionError('numpy came with [openai]: this probe no longer sees the extra alone')\n"
+        "print('enabled')\n"
     )
     ran = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120)
-    assert "No module named 'numpy'" in ran.stderr, ran.stderr[-2000:]  # everything before it worked
+    assert ran.returncode == 0 and ran.stdout.strip() == "enabled", ran.stderr[-2000:]
     assert sys.prefix not in ran.stderr
