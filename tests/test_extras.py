@@ -129,5 +129,6 @@ def test_the_openai_extra_alone_in_a_fresh_venv_enables_what_its_hints_promise(t
         "print('enabled')\n"
     )
     ran = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0 and ran.stdout.strip() == "enabled", ran.stderr[-2000:]
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.strip() == "enabled"
     assert sys.prefix not in ran.stderr
