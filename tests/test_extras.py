@@ -79,7 +79,12 @@ def _hints() -> list[tuple[str, int, str, str]]:
                 for n in ast.walk(stmt)
                 if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
             }
-            out += [(str(path.relative_to(ROOT)), node.lineno, e, m) for e in extras for m in modules if m != "convmem"]
+            out += [
+                (str(path.relative_to(ROOT)), node.lineno, e, m)
+                for e in sorted(extras)
+                for m in sorted(modules)
+                if m != "convmem"
+            ]
     return out
 
 
