@@ -129,9 +129,7 @@ class Database:
             except sqlite3.Error as exc:
                 conn.close()
                 last = exc
-        with translate(self.path):
-            assert last is not None
-            raise last
+        raise StoreError(f"SQLite database {self.path} cannot be opened read-only: {last}")
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
