@@ -7,6 +7,7 @@ they enter the library, in one place per adapter::
     ConvmemError
      |- InvalidMessageError (ValueError)   names the field and the message index
      |- InvalidFactError (ValueError)      a fact (or an operation on one) is malformed
+     |- InvalidIdError (ValueError)        a session or user id breaks the one rule every backend keeps
      |- TranscriptError                    a transcript file the CLI cannot replay, by file and line
      |- ContextOverflowError               the irreducible context does not fit
      |- UnknownModelError (KeyError)       suggests close model names
@@ -56,6 +57,7 @@ __all__ = [
     "ConvmemError",
     "DamagedSessionError",
     "InvalidFactError",
+    "InvalidIdError",
     "InvalidMessageError",
     "LLMError",
     "MissingDatabaseError",
@@ -118,6 +120,22 @@ class InvalidMessageError(ConvmemError, ValueError):
 
 class InvalidFactError(ConvmemError, ValueError):
     """A fact, or an operation on one (add, update, invalidate), is malformed: the message names the field."""
+
+
+class InvalidIdError(ConvmemError, ValueError):
+    """A session or user id breaks the one rule every backend keeps (``convmem.limits.check_id``).
+
+    The id itself is not repeated: it may be huge, or not printable.
+
+    Attributes:
+        field: which id, e.g. ``session_id`` or ``user_id``.
+        reason: what is wrong with it, and the limit.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field} {reason}")
 
 
 class TranscriptError(ConvmemError):
@@ -301,6 +319,7 @@ PROBLEMS: Mapping[type[ConvmemError], Problem] = {
     ConvmemError: Problem(500, "internal", "Internal error"),
     InvalidMessageError: Problem(422, "invalid-message", "Invalid message", ("reason", "field", "index")),
     InvalidFactError: Problem(422, "invalid-fact", "Invalid fact"),
+    InvalidIdError: Problem(422, "invalid-id", "Invalid id", ("field", "reason")),
     TranscriptError: Problem(422, "invalid-transcript", "Invalid transcript", ("path", "line", "reason")),
     ContextOverflowError: Problem(422, "context-overflow", "Context does not fit", ("needed", "budget")),
     UnknownModelError: Problem(422, "unknown-model", "Unknown model", ("model", "suggestions")),

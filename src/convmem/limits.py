@@ -12,6 +12,18 @@ Two kinds of limit:
   16 MiB of UTF-8 text). A user who needs more may raise them up to the ceilings.
 
 Every violation is an :class:`~convmem.errors.InvalidMessageError` naming the field and the limit.
+
+Times follow one rule wherever they enter (messages, facts and their queries, imports, what a store
+reads back): a naive ``datetime`` is taken as UTC (:func:`as_utc`), the zone convmem writes its own
+stamps in, so naive and aware times never meet in a comparison.
+
+Ids follow one rule on every backend (:func:`check_id`, an :class:`~convmem.errors.InvalidIdError`
+otherwise), checked at the door of every store method and of ``Memory``: a session or user id is a
+non-empty string of at most :data:`MAX_ID_BYTES` bytes of UTF-8, without lone surrogates or control
+characters (NUL included). A session id also names a directory or a key segment in some backends, so
+it holds no ``/`` or ``\\`` and does not start with ``.`` (no ``.`` or ``..``); a user id may (the
+backends encode it).
+
 Every check walks its data with an explicit stack, so 100,000 levels of nesting cost a named error,
 never a ``RecursionError``.
 
@@ -29,15 +41,19 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
-from .errors import ConfigurationError, InvalidMessageError
+from .errors import ConfigurationError, InvalidIdError, InvalidMessageError
 
 __all__ = [
     "DEPTH_CEILING",
+    "MAX_ID_BYTES",
     "MAX_INT",
     "SIZE_CEILING",
     "Limits",
+    "as_utc",
+    "check_id",
     "check_int",
     "check_json",
     "check_limits",
@@ -50,6 +66,9 @@ __all__ = [
 DEPTH_CEILING = 256
 SIZE_CEILING = 32 * 2**20
 MAX_INT = 2**53 - 1
+#: The longest id, in UTF-8 bytes: what the strictest backend (a file name, with room for a suffix) holds.
+MAX_ID_BYTES = 200
+_ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
@@ -104,6 +123,41 @@ def check_text(value: str, field: str) -> int:
             f"holds a lone surrogate {value[exc.start]!r} at character {exc.start}; UTF-8 cannot store it",
             field=field,
         ) from None
+
+
+def as_utc(value: datetime) -> datetime:
+    """``value`` with a zone: a naive datetime is taken as UTC (the rule of the module docstring)."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def check_id(value: object, field: str = "session_id", *, session: bool = True) -> str:
+    """``value`` if it is an id under the rule of the module docstring, else an InvalidIdError naming ``field``.
+
+    ``session`` adds what a session id may not hold (separators, a leading dot).
+    """
+    if not isinstance(value, str):
+        raise InvalidIdError(field, f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidIdError(field, "must not be empty")
+    if not value.isascii():
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidIdError(field, f"holds a lone surrogate at character {exc.start}") from None
+    else:
+        size = len(value)
+    if size > MAX_ID_BYTES:
+        raise InvalidIdError(field, f"is {size} bytes of UTF-8; the limit is {MAX_ID_BYTES}")
+    control = _ID_CONTROL.search(value)
+    if control is not None:
+        raise InvalidIdError(field, f"holds the control character {control.group()!r} at character {control.start()}")
+    if session:
+        for separator in ("/", "\\"):
+            if separator in value:
+                raise InvalidIdError(field, f"holds the separator {separator!r} at character {value.index(separator)}")
+        if value.startswith("."):
+            raise InvalidIdError(field, "must not start with '.'")
+    return value
 
 
 def check_int(value: object, field: str, *, low: int = 0, high: int = MAX_INT) -> int:

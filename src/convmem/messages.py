@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, get_args
 
 from .errors import InvalidMessageError
-from .limits import check_json, check_text, json_text_depth
+from .limits import as_utc, check_json, check_text, json_text_depth
 
 __all__ = [
     "ROLES",
@@ -230,8 +230,10 @@ class Message:
         self._check_tool_fields()
         _check_str(self.name, "name", nonempty=True)
         _check_str(self.id, "id", nonempty=True)
-        if self.created_at is not None and not isinstance(self.created_at, datetime):
-            raise InvalidMessageError("must be a datetime", field="created_at")
+        if self.created_at is not None:
+            if not isinstance(self.created_at, datetime):
+                raise InvalidMessageError("must be a datetime", field="created_at")
+            object.__setattr__(self, "created_at", as_utc(self.created_at))  # naive is UTC (convmem.limits)
         # An empty mapping is replaced too: keeping the caller's (mutable) dict would let
         # it change the "immutable" message later.
         if self.metadata is not _EMPTY:
@@ -310,7 +312,7 @@ class Message:
         for name in Message.__slots__:
             object.__setattr__(clone, name, getattr(self, name))
         object.__setattr__(clone, "id", id)
-        object.__setattr__(clone, "created_at", created_at)
+        object.__setattr__(clone, "created_at", as_utc(created_at))
         return clone
 
     @classmethod
@@ -324,7 +326,7 @@ class Message:
         setattr_(message, "tool_call_id", None)
         setattr_(message, "name", None)
         setattr_(message, "metadata", _EMPTY)
-        setattr_(message, "created_at", created_at)
+        setattr_(message, "created_at", as_utc(created_at))
         setattr_(message, "id", id)
         setattr_(message, "extra", _EMPTY)
         return message

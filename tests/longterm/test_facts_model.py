@@ -23,8 +23,11 @@ def test_validity_is_half_open() -> None:
 def test_fact_rejects_bad_values() -> None:
     with pytest.raises(InvalidFactError, match="non-empty"):
         Fact("f1", None, "  ", T0, T0)
-    with pytest.raises(InvalidFactError, match="timezone-aware"):
-        Fact("f1", None, "x", datetime(2024, 1, 1), T0)
+    assert Fact("f1", None, "x", datetime(2024, 1, 1), T0).valid_from == T0  # naive is UTC
+    with pytest.raises(InvalidFactError, match="valid_from must be a datetime"):
+        Fact("f1", None, "x", "2024-01-01", T0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidFactError, match="lone surrogate"):
+        Fact("f1", None, "likes \ud83d pizza", T0, T0)
     with pytest.raises(InvalidFactError, match="before valid_from"):
         Fact("f1", None, "x", T0, T0, valid_to=T0 - timedelta(days=1))
     with pytest.raises(InvalidFactError, match="confidence"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -340,7 +341,9 @@ def test_facts_timeline(api: Api) -> None:
     assert post(api, f"/v1/facts/{home['id']}/invalidate{A}", {"reason": "again"}).status_code == 409
     assert post(api, f"/v1/facts/nope/invalidate{A}", {"reason": "x"}).status_code == 404
     naive = post(api, f"/v1/facts{A}", {"text": "t", "valid_from": "2024-01-01T00:00:00"})
-    assert naive.status_code == 422
+    assert naive.status_code == 201  # a time without an offset is UTC, as everywhere in convmem
+    assert datetime.fromisoformat(naive.json()["valid_from"]) == datetime(2024, 1, 1, tzinfo=timezone.utc)
+    assert post(api, f"/v1/facts{A}", {"text": "t", "valid_from": "yesterday"}).status_code == 422
 
 
 def test_blocks_with_versions_limits_and_in_context(api: Api) -> None:

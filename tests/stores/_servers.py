@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 PG_URL = os.environ.get("CONVMEM_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -64,7 +65,7 @@ def drop_prefixes(prefixes: set[str]) -> None:
 class RedisServer:
     """A redis-server of the test's own, on a free port; durable = AOF with fsync on every write."""
 
-    def __init__(self, directory: Path, *, durable: bool) -> None:
+    def __init__(self, directory: Path, *, durable: bool, extra: Sequence[str] = ()) -> None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = int(sock.getsockname()[1])
@@ -73,6 +74,7 @@ class RedisServer:
             shutil.which("redis-server") or "redis-server",
             *["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *persistence],
             *["--dir", str(directory), "--daemonize", "no", "--logfile", str(directory / "redis.log")],
+            *extra,
         ]
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = f"redis://127.0.0.1:{self.port}/0"

@@ -71,3 +71,27 @@ def test_a_store_of_the_layout_before_user_directories_is_moved_into_them(tmp_pa
     assert [r.message.id for r in moved.messages(fork.id, user_id="alice")] == ["m0"]
     assert moved.append(AppendRequest("n", numbered(1, start=1))) == [1]
     assert moved.path_of("a", user_id="alice").parent.name == "ualice"
+
+
+def test_a_session_whose_record_is_lost_is_reported_damaged_not_hidden(tmp_path: Path) -> None:
+    from convmem.errors import StoreError
+    from convmem.stores.base import AppendRequest
+    from convmem.testing._data import numbered
+
+    store = FileStore(tmp_path / "files")
+    store.append(AppendRequest("chat", numbered(3), user_id="u"))
+    store.append(AppendRequest("other", numbered(1), user_id="u"))
+    (record,) = (tmp_path / "files").rglob("chat/session.json")
+    record.unlink()  # lost; the messages stay on disk
+    listed = {i.id: i for i in store.list_sessions(user_id="u")}
+    assert set(listed) == {"chat", "other"}
+    assert listed["chat"].damaged is not None
+    assert "session.json is lost" in listed["chat"].damaged
+    for call in (
+        lambda: store.get_session("chat", user_id="u"),
+        lambda: store.load("chat", user_id="u"),
+        lambda: store.append(AppendRequest("chat", numbered(1, prefix="n"), user_id="u")),  # never a new seq 0
+    ):
+        with pytest.raises(StoreError, match="damaged"):
+            call()
+    assert len((record.parent / "messages.jsonl").read_bytes().splitlines()) >= 3  # nothing removed

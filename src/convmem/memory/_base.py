@@ -33,7 +33,7 @@ from ..policy.assembly import BlockText, Overflow
 from ..policy.context import Context
 from ..policy.strategies import AsyncSummarizer, Strategy, Summarizer
 from ..session import LoadedSession
-from ..stores._writes import lost
+from ..stores._writes import check_ids, lost
 from ..stores.base import AppendRequest, AsyncStore, Store
 from ..tokens import TokenCounter
 from ..usage import Stats
@@ -186,10 +186,12 @@ class MemoryBase(Generic[StoreT]):
             prompt_cache_options=prompt_cache_options,
             tools=tools,
         )
+        # The one id rule of the stores, before anything is built: an empty id is refused, not made random.
+        check_ids(session_id, user_id)
         self._core = MemoryCore(self.options)
         if default is not None:
             default.bind(self._core.counter.count_text)
-        self.session_id = session_id or uuid.uuid4().hex
+        self.session_id = uuid.uuid4().hex if session_id is None else session_id
         self.user_id = user_id
         self.model = model
         self.format: Format = format

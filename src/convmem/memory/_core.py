@@ -29,7 +29,7 @@ from ..errors import InvalidMessageError
 from ..formats import as_message
 from ..formats.openai import to_openai
 from ..formats.tool_definitions import ToolDefinition
-from ..limits import Limits, check_limits
+from ..limits import Limits, check_limits, check_text
 from ..longterm.blocks.base import Block, CallableBlock, Turn
 from ..messages import Message
 from ..policy.assembly import (
@@ -207,6 +207,11 @@ class MemoryCore:
             self.fold_failed(
                 request, f"summarizer returned {'empty text' if isinstance(text, str) else type(text).__name__}"
             )
+            return False
+        try:  # a model's text is checked like a user's, before it is counted or stored
+            check_text(text, "summary")
+        except InvalidMessageError as exc:
+            self.fold_failed(request, f"summarizer returned text that cannot be stored: {exc}")
             return False
         cut = truncate_text(self.counter.count_text, text.strip(), self.summary_max_tokens)
         if cut is None:

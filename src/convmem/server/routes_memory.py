@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import AwareDatetime, BeforeValidator
+from pydantic import BeforeValidator
 
 from ..errors import InvalidMessageError
 from .deps import UserScope, service_of
@@ -49,9 +50,9 @@ def list_facts(
     scope: UserScope,
     service: Svc,
     valid_at: Annotated[
-        AwareDatetime | None,
+        datetime | None,
         BeforeValidator(iso_only),
-        Query(description="What held at this time, an RFC 3339 date-time with its offset (default: now)."),
+        Query(description="What held at this time, an RFC 3339 date-time (default: now; without an offset: UTC)."),
     ] = None,
     history: Annotated[bool, Query(description="Every fact ever recorded, ended ones included.")] = False,
 ) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .tenancy import SESSION_ID
 
@@ -241,7 +241,7 @@ class FactIn(_Strict):
     )
     text: str = Field(min_length=1, max_length=4000, pattern=r"\S")
     subject: str | None = Field(default=None, max_length=500)
-    valid_from: AwareDatetime | None = None
+    valid_from: datetime | None = None  # without an offset: UTC, as everywhere in convmem
     source_message_ids: list[str] = Field(default_factory=list, max_length=100)
     session_id: str | None = Field(default=None, pattern=SESSION_ID)
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)

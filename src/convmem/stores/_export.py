@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, InvalidMessageError, StoreError
 from ..formats._native import compaction_of
-from ..limits import MAX_INT, Limits, check_int, check_json, check_limits, check_text, saved_limits
+from ..limits import MAX_INT, Limits, as_utc, check_int, check_json, check_limits, check_text, saved_limits
 from ..messages import PINNED_ROLES, StoredMessage
 from ..policy.units import Window
 from ..session import COUNTED_KEY, SessionInfo, SessionState
@@ -160,8 +160,7 @@ def _header(line: bytes) -> tuple[Imported, int]:
         raise ValueError("session metadata must be an object")
     check_json(metadata, "session.metadata")
     created, updated = (decode_datetime(session[k]) for k in ("created_at", "updated_at"))
-    if created.tzinfo is None or updated.tzinfo is None:
-        raise ValueError("session timestamps need a UTC offset")
+    created, updated = as_utc(created), as_utc(updated)  # naive is UTC, as everywhere a time enters
     count = value["messages"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise ValueError(f"messages must be a non-negative integer, got {count!r}")

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 from ..messages import StoredMessage
 from ..session import LoadedSession, SessionInfo, SessionState
 from ._record import Segment
-from ._writes import written_state
+from ._writes import ids_checked, written_state
 from .base import AppendRequest
 
 __all__ = ["AsyncServerStore", "Operations", "ServerStore"]
@@ -63,6 +63,7 @@ class _AsyncDriver(Protocol):
     async def close(self) -> None: ...
 
 
+@ids_checked
 class ServerStore:
     """A :class:`~convmem.stores.base.SessionStore` whose every method runs one of its backend's operations."""
 
@@ -150,6 +151,7 @@ class ServerStore:
         self.db.close()
 
 
+@ids_checked
 class AsyncServerStore:
     """The async twin of :class:`ServerStore`: the same operations, awaited."""
 

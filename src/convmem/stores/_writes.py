@@ -18,6 +18,7 @@ what a decision needs, calls the rule, and writes what it decides::
                           fork_record (the new session: its counters, its state by fork_state)
     delete_messages       check_expected (expected_seq), check_deletable (only rows no fork shares)
     import_jsonl          taken: the user's own session of that id already exists
+    every method          ids_checked: its session and user ids keep convmem.limits.check_id (InvalidIdError)
 
 How a session is keyed (its id scoped by user) and where its rows live
 across its fork chain are in :mod:`convmem.stores._record`.
@@ -25,12 +26,14 @@ across its fork chain are in :mod:`convmem.stores._record`.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import (
     AmbiguousSessionError,
@@ -42,6 +45,7 @@ from ..errors import (
     StaleSessionError,
     StoreError,
 )
+from ..limits import check_id
 from ..messages import Message, StoredMessage, same_message
 from ..session import SessionState
 from ._record import SessionRecord
@@ -57,6 +61,7 @@ __all__ = [
     "fork_record",
     "fork_state",
     "hidden",
+    "ids_checked",
     "json_object",
     "lost",
     "new_session_id",
@@ -68,6 +73,64 @@ __all__ = [
     "unfolded_span",
     "written_state",
 ]
+
+
+# -- ids at the door ----------------------------------------------------------------------------
+# The methods that name a session (first argument, or ``session_id=``) and those that take only a user.
+_NAMES_SESSION = frozenset(
+    {"load", "save_state", "messages", "delete_messages", "get_session", "update_session"}
+    | {"delete_session", "fork", "export_jsonl"}
+)
+_NAMES_USER = frozenset({"list_sessions", "expire", "import_jsonl"})
+C = TypeVar("C", bound=type)
+
+
+def check_ids(session_id: object, user_id: object) -> None:
+    """The one id rule of every backend (:func:`convmem.limits.check_id`); ``user_id`` None is no user."""
+    if session_id is not None:
+        check_id(session_id, "session_id")
+    if user_id is not None:
+        check_id(user_id, "user_id", session=False)
+
+
+def _ids_of(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    if name == "append":
+        request = args[0] if args else kwargs.get("request")
+        if isinstance(request, AppendRequest):
+            check_ids(request.session_id, request.user_id)
+        return
+    session_id = (args[0] if args else kwargs.get("session_id")) if name in _NAMES_SESSION else None
+    if name in _NAMES_SESSION and session_id is None:
+        session_id = ""  # a session is named by None: refused as an empty id, never a driver's TypeError
+    check_ids(session_id, kwargs.get("user_id"))
+
+
+def _checked(name: str, method: Any) -> Any:
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def checked_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _ids_of(name, args, kwargs)
+            return await method(self, *args, **kwargs)
+
+        return checked_async
+
+    @functools.wraps(method)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _ids_of(name, args, kwargs)
+        return method(self, *args, **kwargs)
+
+    return checked
+
+
+def ids_checked(cls: C) -> C:
+    """Check the session and user ids of every store method ``cls`` defines before it runs, so every
+    backend refuses the same ids with the same InvalidIdError, before a driver or a path sees them."""
+    for name in _NAMES_SESSION | _NAMES_USER | {"append"}:
+        method = cls.__dict__.get(name)
+        if method is not None:
+            setattr(cls, name, _checked(name, method))
+    return cls
 
 
 def now() -> datetime:

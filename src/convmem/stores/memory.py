@@ -36,6 +36,7 @@ from ._writes import (
     check_fork,
     fork_home,
     fork_record,
+    ids_checked,
     json_object,
     new_session_id,
     now,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncMemoryStore", "MemoryStore"]
 
 
+@ids_checked
 class MemoryStore:
     """A thread-safe store that lives in this process."""
 

@@ -38,6 +38,7 @@ from ..errors import (
     AmbiguousSessionError,
     ConflictError,
     ContextOverflowError,
+    InvalidIdError,
     InvalidMessageError,
     SessionNotFoundError,
 )
@@ -46,6 +47,7 @@ from ..messages import Message
 from ..session import SessionState, SummaryRecord, status_of
 from ..stores.base import AppendRequest, SessionStore, Store
 from ._data import conversations, numbered, rich_messages
+from ._id_tests import IdTests
 from ._import_tests import ImportTests
 from ._longterm_tests import LongTermTests
 from ._session_tests import SessionTests
@@ -57,7 +59,7 @@ RESUME_EXAMPLES = 3 if os.environ.get("CONVMEM_QUICK") == "1" else 25
 __all__ = ["StoreConformance"]
 
 
-class StoreConformance(WriteTests, SessionTests, LongTermTests, ImportTests):
+class StoreConformance(WriteTests, SessionTests, LongTermTests, ImportTests, IdTests):
     """The suite. Override :meth:`make_store`; set ``persistent = False`` for a store that lives in memory."""
 
     persistent: ClassVar[bool] = True
@@ -186,7 +188,7 @@ class StoreConformance(WriteTests, SessionTests, LongTermTests, ImportTests):
         assert info.value.matches == ("abc1", "abc2")
         assert "abc1" in str(info.value)
         assert "abc2" in str(info.value)
-        with pytest.raises(SessionNotFoundError):
+        with pytest.raises(InvalidIdError):  # an empty prefix would match every session: not an id
             store.get_session("", user_id="u")
 
     # -- state and status ------------------------------------------------------------------

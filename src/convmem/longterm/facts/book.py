@@ -43,6 +43,7 @@ from .model import (
     FactOperation,
     FactStore,
     FactUpdate,
+    query_time,
 )
 from .store import AsyncFactStoreWrapper, MemoryFactStore
 
@@ -162,7 +163,7 @@ class Facts(_FactsBase):
     # -- reads -------------------------------------------------------------------------------
     def facts(self, *, user_id: str | None = None, valid_at: datetime | None = None) -> list[Fact]:
         """The user's facts that held at ``valid_at`` (default: now), oldest first."""
-        return self.store.list_facts(user_id=user_id, valid_at=valid_at or self._clock())
+        return self.store.list_facts(user_id=user_id, valid_at=query_time(valid_at) or self._clock())
 
     def history(self, *, user_id: str | None = None) -> list[Fact]:
         """Every fact the user ever had, ended ones included, oldest first."""
@@ -268,7 +269,7 @@ class AsyncFacts(_FactsBase):
         return await adrive(self._apply(operations, user_id, session_id, messages, strict), self._perform)
 
     async def facts(self, *, user_id: str | None = None, valid_at: datetime | None = None) -> list[Fact]:
-        return await self.store.list_facts(user_id=user_id, valid_at=valid_at or self._clock())
+        return await self.store.list_facts(user_id=user_id, valid_at=query_time(valid_at) or self._clock())
 
     async def history(self, *, user_id: str | None = None) -> list[Fact]:
         return await self.store.list_facts(user_id=user_id)

@@ -41,7 +41,8 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from ...errors import InvalidFactError
+from ...errors import InvalidFactError, InvalidMessageError
+from ...limits import as_utc, check_text
 from ...messages import Message
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "FactStore",
     "FactUpdate",
     "normalize",
+    "query_time",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -66,10 +68,33 @@ def _ids(value: Sequence[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _aware(value: datetime | None, name: str) -> None:
-    # Naive datetimes compare wrongly against the UTC stamps convmem writes; reject them at the edge.
-    if value is not None and (not isinstance(value, datetime) or value.tzinfo is None):
-        raise InvalidFactError(f"{name} must be a timezone-aware datetime, got {value!r}")
+def _aware(owner: object, value: datetime | None, name: str) -> None:
+    # Naive datetimes would compare wrongly against the UTC stamps convmem writes: taken as UTC at the
+    # edge (the one rule for times, convmem.limits.as_utc); anything else is refused.
+    if value is None:
+        return
+    if not isinstance(value, datetime):
+        raise InvalidFactError(f"{name} must be a datetime, got {type(value).__name__}")
+    object.__setattr__(owner, name, as_utc(value))
+
+
+def query_time(value: datetime | None, name: str = "valid_at") -> datetime | None:
+    """A time a fact query asks about, under the rule of ``_aware``: naive is UTC, a non-datetime refused."""
+    if value is not None and not isinstance(value, datetime):
+        raise InvalidFactError(f"{name} must be a datetime, got {type(value).__name__}")
+    return None if value is None else as_utc(value)
+
+
+def _text(value: str | None, name: str) -> None:
+    # A model writes facts: its text is checked like a user's, so a store never meets what UTF-8 cannot hold.
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise InvalidFactError(f"{name} must be text, got {type(value).__name__}")
+    try:
+        check_text(value, name)
+    except InvalidMessageError as exc:
+        raise InvalidFactError(f"fact {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +135,13 @@ class Fact:
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
+        _text(self.text, "text")
+        _text(self.subject, "subject")
         if not self.text or not self.text.strip():
             raise InvalidFactError("a fact needs non-empty text")
-        _aware(self.valid_from, "valid_from")
-        _aware(self.valid_to, "valid_to")
-        _aware(self.created_at, "created_at")
+        _aware(self, self.valid_from, "valid_from")
+        _aware(self, self.valid_to, "valid_to")
+        _aware(self, self.created_at, "created_at")
         if self.valid_to is not None and self.valid_to < self.valid_from:
             raise InvalidFactError(f"fact {self.id}: valid_to {self.valid_to} is before valid_from {self.valid_from}")
         if self.confidence is not None and not 0.0 <= self.confidence <= 1.0:
@@ -148,9 +175,11 @@ class FactAdd:
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
+        _text(self.text, "text")
+        _text(self.subject, "subject")
         if not self.text or not self.text.strip():
             raise InvalidFactError("FactAdd needs non-empty text")
-        _aware(self.valid_from, "valid_from")
+        _aware(self, self.valid_from, "valid_from")
         object.__setattr__(self, "source_message_ids", _ids(self.source_message_ids))
 
 
@@ -173,9 +202,11 @@ class FactUpdate:
     def __post_init__(self) -> None:
         if not self.fact_id:
             raise InvalidFactError("FactUpdate must name the fact it replaces")
+        _text(self.text, "text")
+        _text(self.subject, "subject")
         if not self.text or not self.text.strip():
             raise InvalidFactError("FactUpdate needs non-empty text")
-        _aware(self.valid_from, "valid_from")
+        _aware(self, self.valid_from, "valid_from")
         object.__setattr__(self, "source_message_ids", _ids(self.source_message_ids))
 
 
@@ -196,9 +227,10 @@ class FactInvalidate:
     def __post_init__(self) -> None:
         if not self.fact_id:
             raise InvalidFactError("FactInvalidate must name the fact it ends")
+        _text(self.reason, "reason")
         if not self.reason or not self.reason.strip():
             raise InvalidFactError("FactInvalidate needs a reason")
-        _aware(self.valid_to, "valid_to")
+        _aware(self, self.valid_to, "valid_to")
         object.__setattr__(self, "source_message_ids", _ids(self.source_message_ids))
 
 

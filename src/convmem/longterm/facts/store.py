@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from ...errors import ConflictError
-from .model import Fact, FactStore
+from .model import Fact, FactStore, query_time
 
 __all__ = ["AsyncFactStoreWrapper", "MemoryFactStore", "check_changes", "select_facts"]
 
@@ -29,6 +29,7 @@ S = TypeVar("S", bound=FactStore)
 
 def select_facts(rows: Sequence[Fact], *, valid_at: datetime | None, open_only: bool) -> list[Fact]:
     """Filter and order one user's rows as :meth:`FactStore.list_facts` promises."""
+    valid_at = query_time(valid_at)
     if open_only:
         rows = [f for f in rows if f.valid_to is None]
     if valid_at is not None:

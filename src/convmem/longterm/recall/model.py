@@ -12,6 +12,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
+from ...limits import as_utc
+
 __all__ = ["DocRef", "RecallDoc", "Where"]
 
 DocRef = tuple[str, str]  # (session id, message id): a document's identity within its user
@@ -49,6 +51,11 @@ class RecallDoc:
     key: str
     context: str = ""
 
+    def __post_init__(self) -> None:
+        # An archive written before times were checked at the door may mix naive and aware stamps:
+        # naive is UTC (convmem.limits.as_utc), so ranking and rendering never compare the two.
+        object.__setattr__(self, "created_at", as_utc(self.created_at))
+
     @property
     def ref(self) -> DocRef:
         """The document's identity within its user's archive: (session id, message id)."""
@@ -65,3 +72,9 @@ class Where:
     roles: Collection[str] | None = None
     exclude_session: str | None = None  # with exclude_from: leave out seqs >= it of this session (the window)
     exclude_from: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, as_utc(value))

@@ -139,8 +139,29 @@ class Layout:
         return LineFile(self.dir(user_id, session_id) / MESSAGES)
 
     def meta(self, user_id: str | None, session_id: str) -> Meta | None:
-        meta = read_meta(self.dir(user_id, session_id) / META)
+        directory = self.dir(user_id, session_id)
+        meta = read_meta(directory / META)
+        if meta is None:
+            lost = self._lost_record(directory)
+            if lost is not None:  # never answered as absent: an append would write a second seq 0
+                raise lost
         return meta if meta is not None and meta.user_id == user_id else None  # a hashed name is checked
+
+    def _lost_record(self, directory: Path) -> StoreError | None:
+        """The damage of a session directory whose messages outlived its ``session.json``, if it is one.
+
+        The record is written before any line (``append``), so messages without one are a record lost.
+        """
+        try:
+            size = (directory / MESSAGES).stat().st_size
+        except FileNotFoundError:
+            return None
+        if size == 0:
+            return None
+        return StoreError(
+            f"file store {self.root}: session {directory.name!r} is damaged: its {META} is lost while "
+            f"{size} bytes of messages remain in {MESSAGES}"
+        )
 
     def all(self, user_id: str | None) -> Iterator[Meta]:
         """The readable records of the user's sessions (hidden ones included), in id order."""
@@ -164,6 +185,8 @@ class Layout:
                     continue
                 if meta is not None and meta.user_id == user_id:
                     yield entry, meta
+                elif meta is None and (lost := self._lost_record(home / entry)) is not None:
+                    yield entry, lost
 
     def resolve(self, session_id: str, user_id: str | None) -> str:
         meta = self.meta(user_id, session_id) if session_id else None

@@ -65,6 +65,7 @@ from .._writes import (
     check_fork,
     fork_home,
     fork_record,
+    ids_checked,
     json_object,
     new_session_id,
     now,
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncFileStore", "FileStore"]
 
 
+@ids_checked
 class FileStore:
     """A :class:`~convmem.stores.base.SessionStore` in a directory of JSONL files.
 

@@ -87,12 +87,19 @@ class Settings:
         options = str(params.get("options") or "")
         if vector_search:  # see _recall: iterative HNSW scans, so a walk filtered by user finds its rows
             options += f" -c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={EF_SEARCH}"
+        # The store's timeout bounds waiting behind another client's lock and any one statement, not only
+        # connecting: first, so that options the URL sets itself win.
+        waits = f"-c lock_timeout={self.timeout_ms} -c statement_timeout={self.timeout_ms}"
         return {
             "autocommit": True,
             "connect_timeout": max(1, round(self.timeout)),
             "application_name": params.get("application_name") or "convmem",
-            "options": f"{options} -c search_path={self.schema}".strip(),
+            "options": f"{waits} {options} -c search_path={self.schema}".strip(),
         }
+
+    @property
+    def timeout_ms(self) -> int:
+        return max(1, round(self.timeout * 1000))
 
 
 def _as_str(value: object) -> str | None:
@@ -114,6 +121,8 @@ def convert(exc: BaseException, settings: Settings, what: str, *, unknown: bool 
         text = f"no connection within {settings.timeout:g}s (server down or pool exhausted)"
     elif isinstance(exc, UniqueViolation):
         text = f"already exists ({exc})"
+    elif isinstance(exc, pg_errors.LockNotAvailable | pg_errors.QueryCanceled):
+        text = f"gave up after the store's timeout of {settings.timeout:g}s ({' '.join(str(exc).split())})"
     else:
         text = " ".join(str(exc).split()) or type(exc).__name__
     if unknown:
@@ -158,6 +167,8 @@ def migrate(schema: str) -> Generator[Query, Rows, str | None]:
     Returns the schema of the pgvector extension, or None when it is not installed; when it is, the
     recall vectors get its column and indexes (:func:`convmem.stores.postgres._recall.vector_setup`).
     """
+    yield Query(sql.NO_LOCK_TIMEOUT)
+    yield Query(sql.NO_STATEMENT_TIMEOUT)
     tables = {t for (t,) in (yield Query(sql.SCHEMA_TABLES, (schema,)))}
     applied = [n for (n,) in (yield Query(sql.APPLIED))] if "schema_migrations" in tables else []
     if tables and not applied:

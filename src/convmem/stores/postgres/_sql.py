@@ -27,6 +27,9 @@ __all__ = ["MIGRATIONS", "VECTOR_PARTITIONS"]
 
 from ._migrations import MIGRATIONS, VECTOR_PARTITIONS
 
+# A migration may wait for another process's and build indexes on big tables: the store's timeout is not its.
+NO_LOCK_TIMEOUT = "SET LOCAL lock_timeout = 0"
+NO_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = 0"
 ADVISORY_LOCK = "SELECT pg_advisory_xact_lock(hashtext('convmem.migrate:' || %s))"
 SCHEMA_TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
 APPLIED = "SELECT name FROM schema_migrations ORDER BY applied_order"

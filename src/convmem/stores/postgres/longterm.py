@@ -47,7 +47,7 @@ from typing import Any, Protocol, TypeVar
 
 from ...errors import ConflictError
 from ...longterm.blocks.store import BlockRecord, check_save
-from ...longterm.facts.model import Fact
+from ...longterm.facts.model import Fact, query_time
 from ...longterm.facts.store import select_facts
 from ...longterm.recall._np import np
 from ...longterm.recall.model import DocRef, RecallDoc
@@ -104,6 +104,7 @@ def _write_facts(added: Sequence[Fact], changed: Sequence[Fact]) -> Op[None]:
 
 def _list_facts(user_id: str | None, valid_at: datetime | None, open_only: bool) -> Op[list[Fact]]:
     key = user_key(user_id)
+    valid_at = query_time(valid_at)  # naive is UTC, never the server's time zone
     if valid_at is not None:
         query = Query(sql.LIST_FACTS_AT, (key, valid_at, valid_at))
     else:

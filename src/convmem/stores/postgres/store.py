@@ -102,7 +102,8 @@ class PostgresStore(ServerStore):
         schema: the schema holding convmem's tables (created on first use).
         min_size: connections the pool keeps open.
         max_size: connections the pool may open.
-        timeout: seconds to wait for a connection (and to connect).
+        timeout: seconds to wait for a connection (and to connect), behind another client's lock
+            (``lock_timeout``) and for any one statement (``statement_timeout``); migrations wait as long as they need.
 
     Raises:
         ConfigurationError: no URL, or a bad schema name.

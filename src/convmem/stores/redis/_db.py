@@ -13,13 +13,24 @@ passed, if that is safe: reads always; the append and save-state scripts,
 which recognise their own earlier attempt; any operation when the failure
 was in connecting (nothing was sent) or the server was still loading its
 data. Otherwise the StoreError says the outcome is unknown.
+
+At open, each driver reads the server's ``maxmemory-policy`` (``CONFIG GET``, or ``INFO memory`` where
+a managed Redis refuses ``CONFIG``, or the store's ``maxmemory_policy=`` where it refuses both, and says
+which it used): under a policy that can evict the store's keys (``allkeys-*``; ``volatile-*`` when the
+store sets a ``ttl``) an evicted key is an acknowledged message lost without a word, so the store refuses
+to open (:func:`check_policy`) unless ``allow_eviction=True`` accepts the risk, with a warning; a session
+that then lost rows raises SessionLostError when it is opened (:mod:`._ops`). Under ``noeviction`` a full
+Redis refuses every command queued in ``MULTI``, reads included, so a read-only snapshot that is refused
+for memory is read again without ``MULTI``: no write can land meanwhile, since every write is refused too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -32,12 +43,77 @@ from redis.retry import Retry
 from ..._effects import adrive, drive
 from ...errors import ConfigurationError, StoreError, redact, unchained
 from ._lua import SCRIPTS
-from ._ops import Cmd, Lua, Op, Request
+from ._ops import Cmd, Lua, Op, Pipe, Request
 
-__all__ = ["AsyncDriver", "Settings", "SyncDriver", "convert"]
+__all__ = ["AsyncDriver", "Eviction", "Settings", "SyncDriver", "check_policy", "convert"]
 
 T = TypeVar("T")
 ENV = "CONVMEM_REDIS_URL"
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """What the store accepts of the server's memory policy (the store's options ``ttl`` and the two below).
+
+    Attributes:
+        expiring: whether the store's keys carry a TTL (``ttl=``), which ``volatile-*`` policies evict.
+        allow: ``allow_eviction``: open under an evicting policy anyway, with a warning.
+        policy: ``maxmemory_policy``: the policy to assume when the server says neither through CONFIG nor INFO.
+    """
+
+    expiring: bool = False
+    allow: bool = False
+    policy: str | None = None
+
+
+def check_policy(policy: str | None, source: str, eviction: Eviction, where: str) -> None:
+    """Refuse (ConfigurationError) or warn about a policy that can evict the store's keys; see the module doc."""
+    if policy is None:
+        raise ConfigurationError(
+            f"{where}: the server's maxmemory-policy cannot be read (CONFIG GET and INFO memory were refused); "
+            "pass maxmemory_policy= with the policy it runs (noeviction keeps every key)"
+        )
+    evicts = policy.startswith("allkeys-") or (eviction.expiring and policy.startswith("volatile-"))
+    if not evicts:
+        return
+    text = (
+        f"{where}: maxmemory-policy is {policy!r} ({source}), under which Redis may evict this store's keys "
+        "when it is full and lose acknowledged messages"
+    )
+    if not eviction.allow:
+        raise ConfigurationError(
+            f"{text}; set maxmemory-policy to noeviction"
+            + (" (or volatile-* without the store's ttl=)" if eviction.expiring else "")
+            + ", or pass allow_eviction=True to accept the risk (a session that lost messages raises"
+            " SessionLostError when opened)"
+        )
+    warnings.warn(
+        f"{text}; allow_eviction=True: a session that lost messages raises SessionLostError when opened",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def _policy_from(config: Any) -> str | None:
+    value = config.get("maxmemory-policy") if isinstance(config, dict) else None
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _info_policy(info: Any) -> dict[str, Any]:
+    return {"maxmemory-policy": info.get("maxmemory_policy") if isinstance(info, dict) else None}
+
+
+def _read_only(request: Pipe) -> bool:
+    return all(str(args[0]).upper() in _READS for args in request.cmds)
+
+
+_READS = frozenset(
+    {"ZCOUNT", "ZRANGEBYSCORE", "ZREVRANGEBYSCORE", "ZRANGE", "ZCARD", "HGET", "HMGET", "HGETALL", "HEXISTS"}
+)
+
+
+def _full(exc: ResponseError) -> bool:
+    return "maxmemory" in str(exc)
 
 
 @dataclass(frozen=True)
@@ -104,15 +180,31 @@ class SyncDriver:
     """Runs operations on a ``redis.Redis`` client (its own connection pool)."""
 
     @unchained
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, eviction: Eviction | None = None) -> None:
         self.settings = settings
         self.client = redis.Redis.from_url(settings.url, **settings.kwargs())
         self.scripts = {name: self.client.register_script(text) for name, text in SCRIPTS.items()}
         try:
             self.client.ping()
+            if eviction is not None:
+                check_policy(*self._policy(eviction), eviction, settings.where)
         except RedisError as exc:
             self.client.close()
             raise convert(exc, settings, "connect") from None
+        except ConfigurationError:
+            self.client.close()
+            raise
+
+    def _policy(self, eviction: Eviction) -> tuple[str | None, str]:
+        with contextlib.suppress(ResponseError):  # a managed Redis may refuse CONFIG (renamed, an ACL): ask INFO
+            policy = _policy_from(self.client.config_get("maxmemory-policy"))
+            if policy is not None:
+                return policy, "CONFIG GET"
+        with contextlib.suppress(ResponseError):
+            policy = _policy_from(_info_policy(self.client.info("memory")))
+            if policy is not None:
+                return policy, "INFO memory"
+        return eviction.policy, "the maxmemory_policy option"
 
     def _do(self, request: Request) -> Any:
         if isinstance(request, Cmd):
@@ -124,10 +216,15 @@ class SyncDriver:
                 raise
         if isinstance(request, Lua):
             return self.scripts[request.name](args=list(request.args))
-        with self.client.pipeline(transaction=request.atomic) as pipe:
-            for args in request.cmds:
-                pipe.execute_command(*args)  # type: ignore[no-untyped-call]
-            return pipe.execute()
+        try:
+            with self.client.pipeline(transaction=request.atomic) as pipe:
+                for args in request.cmds:
+                    pipe.execute_command(*args)  # type: ignore[no-untyped-call]
+                return pipe.execute()
+        except ResponseError as exc:  # a full Redis refuses MULTI even for reads: read without it
+            if not (request.atomic and _full(exc) and _read_only(request)):
+                raise
+            return self._do(Pipe(request.cmds, atomic=False))
 
     @unchained
     def run(self, op: Op[T]) -> T:
@@ -150,10 +247,22 @@ class AsyncDriver:
     """Runs operations on a ``redis.asyncio.Redis`` client."""
 
     @unchained
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, eviction: Eviction | None = None) -> None:
         self.settings = settings
         self.client = redis.asyncio.Redis.from_url(settings.url, **settings.kwargs())
         self.scripts = {name: self.client.register_script(text) for name, text in SCRIPTS.items()}
+        self.eviction = eviction  # checked on the first operation: a constructor cannot await
+
+    async def _policy(self, eviction: Eviction) -> tuple[str | None, str]:
+        with contextlib.suppress(ResponseError):
+            policy = _policy_from(await self.client.config_get("maxmemory-policy"))
+            if policy is not None:
+                return policy, "CONFIG GET"
+        with contextlib.suppress(ResponseError):
+            policy = _policy_from(_info_policy(await self.client.info("memory")))
+            if policy is not None:
+                return policy, "INFO memory"
+        return eviction.policy, "the maxmemory_policy option"
 
     async def _do(self, request: Request) -> Any:
         if isinstance(request, Cmd):
@@ -165,13 +274,24 @@ class AsyncDriver:
                 raise
         if isinstance(request, Lua):
             return await self.scripts[request.name](args=list(request.args))
-        async with self.client.pipeline(transaction=request.atomic) as pipe:
-            for args in request.cmds:
-                pipe.execute_command(*args)
-            return await pipe.execute()
+        try:
+            async with self.client.pipeline(transaction=request.atomic) as pipe:
+                for args in request.cmds:
+                    pipe.execute_command(*args)
+                return await pipe.execute()
+        except ResponseError as exc:  # a full Redis refuses MULTI even for reads: read without it
+            if not (request.atomic and _full(exc) and _read_only(request)):
+                raise
+            return await self._do(Pipe(request.cmds, atomic=False))
 
     @unchained
     async def run(self, op: Op[T]) -> T:
+        if self.eviction is not None:
+            try:
+                check_policy(*(await self._policy(self.eviction)), self.eviction, self.settings.where)
+            except RedisError as exc:
+                raise convert(exc, self.settings, "connect") from None
+            self.eviction = None  # checked once it passed; a refusal refuses every operation
         deadline = time.monotonic() + self.settings.retry_for
         attempt = 0
         while True:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, TypeAlias, TypeVar
 
-from ...errors import SessionNotFoundError, StoreError
+from ...errors import SessionLostError, SessionNotFoundError, StoreError
 from ...messages import PINNED_ROLES, StoredMessage
 from ...session import LoadedSession, SessionInfo, SessionState
 from .._record import Segment, SessionRecord, scoped, segments, unscoped
@@ -213,7 +213,18 @@ def load(keys: Keys, session_id: str, user_id: str | None, unfolded_limit: int) 
                     tail.append(
                         ("ZREVRANGEBYSCORE", keys("m", seg.session_id), span[1], span[0], "LIMIT", 0, unfolded_limit)
                     )
-        replies = yield Pipe([*pinned, *window, *tail])
+        # How many rows the whole history holds, in the same snapshot: an evicting Redis drops whole keys
+        # (a row set, a parent's record), and the session must not open with the hole that leaves.
+        counts = [("ZCOUNT", *cmd[1:4]) for cmd in ranges(keys, segs, 0, last)]
+        replies = yield Pipe([*pinned, *window, *tail, *counts])
+        held = sum(int(n) for n in replies[len(replies) - len(counts) :])
+        if held != session.base_count + session.message_count:
+            raise SessionLostError(
+                f"Redis session {session_id!r}: {session.base_count + session.message_count} messages were stored,"
+                f" {held} remain (evicted by the server's maxmemory-policy, or deleted outside convmem); it is not"
+                " opened with holes"
+            )
+        replies = replies[: len(replies) - len(counts)]
         unfolded = [row(raw, session.key) for reply in replies[len(pinned) + len(window) :] for raw in reply][
             :unfolded_limit
         ]

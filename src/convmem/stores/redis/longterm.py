@@ -50,7 +50,7 @@ from ...longterm.recall.store import StoreQuery, StoreResult
 from .._longterm_codec import block_from_json, block_to_json, doc_from_json, fact_from_json, fact_to_json
 from . import _recall as recall
 from . import _rsearch as rsearch
-from ._db import AsyncDriver, Settings, SyncDriver
+from ._db import AsyncDriver, Eviction, Settings, SyncDriver
 from ._ops import Cmd, Flow, Keys, Op, has_search, user_key
 
 __all__ = ["AsyncRedisFactStore", "RedisBlockStore", "RedisFactStore", "RedisRecallStore"]
@@ -68,7 +68,7 @@ class _Shared:
         if target is not None and not isinstance(target, str):
             self.db, self._owned, prefix = target.db, False, target.keys.prefix  # closes with the store
         else:  # its own client, as a RedisStore with the same URL opens it
-            self.db, self._owned = SyncDriver(Settings.of(target, 5.0, 10.0, 50)), True
+            self.db, self._owned = SyncDriver(Settings.of(target, 5.0, 10.0, 50), Eviction()), True
         self.keys = Keys(prefix)  # the store's prefix, without its session TTL
 
     def _run(self, what: str, flow: Callable[[], Flow[T]], *, retry: bool = True) -> T:

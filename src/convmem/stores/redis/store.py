@@ -15,6 +15,10 @@ Design:
   level), the rows in one ``MULTI`` snapshot.
 * Per user, a sorted set by last update lists sessions by recency, and a
   lex-ordered set finds them by id prefix. Message ids are unique per user.
+* Memory policy: at open the store reads the server's ``maxmemory-policy`` and refuses
+  (ConfigurationError) one that can evict its keys: ``allkeys-*``, or ``volatile-*`` with ``ttl``
+  (see :mod:`convmem.stores.redis._db`). ``allow_eviction=True`` opens anyway, with a warning; a
+  session whose rows were evicted then raises SessionLostError when opened, never opens with holes.
 * ``ttl``: sessions not written for that long expire (Redis ``PEXPIRE``,
   refreshed on each write, ancestors of a fork included). Index entries of an
   expired session are dropped lazily when met.
@@ -66,7 +70,7 @@ from .._server import AsyncServerStore, Operations, ServerStore
 from . import _forget
 from . import _ops as ops
 from . import _sessions as sessions
-from ._db import AsyncDriver, Settings, SyncDriver
+from ._db import AsyncDriver, Eviction, Settings, SyncDriver
 from ._ops import Keys
 
 if TYPE_CHECKING:
@@ -112,9 +116,13 @@ class RedisStore(ServerStore):
         timeout: socket timeout in seconds.
         retry_for: how long to keep retrying, safely, across a lost connection or a restart.
         max_connections: size of the client's connection pool.
+        allow_eviction: open even if the server's ``maxmemory-policy`` can evict this store's keys
+            (a warning says so); by default that is refused.
+        maxmemory_policy: the policy to assume when the server answers neither ``CONFIG GET`` nor
+            ``INFO`` (some managed Redis); ignored when it does.
 
     Raises:
-        ConfigurationError: no URL, or a bad ttl.
+        ConfigurationError: no URL, a bad ttl, or a memory policy that can evict the store's keys.
         StoreError: the server cannot be reached or refuses us (host and port named, never the password).
     """
 
@@ -129,10 +137,14 @@ class RedisStore(ServerStore):
         timeout: float = 5.0,
         retry_for: float = 10.0,
         max_connections: int = 50,
+        allow_eviction: bool = False,
+        maxmemory_policy: str | None = None,
     ) -> None:
         self.keys = _keys(prefix, ttl)
         self.settings = Settings.of(url, timeout, retry_for, max_connections)
-        self.db = SyncDriver(self.settings)  # runs the operations; the long-term stores share it
+        self.db = SyncDriver(
+            self.settings, Eviction(ttl is not None, allow_eviction, maxmemory_policy)
+        )  # runs the operations; the long-term stores share it
         self.ops = _operations(self.keys)
         self.rows_read = 0  # rows returned by load(); lets the conformance suite see load skip the archive
 
@@ -191,10 +203,12 @@ class AsyncRedisStore(AsyncServerStore):
         timeout: float = 5.0,
         retry_for: float = 10.0,
         max_connections: int = 50,
+        allow_eviction: bool = False,
+        maxmemory_policy: str | None = None,
     ) -> None:
         self.keys = _keys(prefix, ttl)
         self.settings = Settings.of(url, timeout, retry_for, max_connections)
-        self.db = AsyncDriver(self.settings)
+        self.db = AsyncDriver(self.settings, Eviction(ttl is not None, allow_eviction, maxmemory_policy))
         self.ops = _operations(self.keys)
         self.rows_read = 0
 

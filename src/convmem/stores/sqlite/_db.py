@@ -8,6 +8,13 @@ database file.
 Opening never changes a file it cannot read as a convmem database: a
 corrupt file, a file of another program, or one written by a newer convmem
 is refused with an error before any write.
+
+A database opened ``read_only`` (or one whose file this process may not write) is opened for
+reading only, with ``mode=ro``: no pragma, no migration, not a byte of the file changed (SQLite
+still makes the ``-shm`` WAL reads need, where the directory allows), and a write is a StoreError.
+Where even that cannot open it (a read-only directory, so SQLite cannot make the shared-memory file
+WAL needs), it is opened ``immutable=1``: read as the file stands, without locks, so changes another
+process makes while it is open are not seen.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from ...errors import ConvmemError, StoreError
 from .._writes import now
@@ -60,9 +68,25 @@ def translate(path: str) -> Iterator[None]:
 class Database:
     """A connection in WAL mode with a busy timeout, shared by the threads of one store."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0, read_only: bool = False
+    ) -> None:
         self.path = str(default_path() if path is None else path)
         self._lock = threading.RLock()
+        plain = self.path != ":memory:" and not self.path.startswith("file:")
+        self.read_only = read_only or (plain and os.path.exists(self.path) and not os.access(self.path, os.W_OK))
+        if self.read_only:
+            self._conn = self._open_read_only(timeout)
+            try:
+                if len(self._inspect()) < len(MIGRATIONS):
+                    raise StoreError(
+                        f"SQLite database {self.path} needs migrating, which a read-only open cannot do; "
+                        "open it writable once with this convmem"
+                    )
+            except BaseException:
+                self._conn.close()
+                raise
+            return
         with translate(self.path):
             if self.path != ":memory:" and not self.path.startswith("file:"):
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -92,6 +116,24 @@ class Database:
             self._conn.close()
             raise
 
+    def _open_read_only(self, timeout: float) -> sqlite3.Connection:
+        if not self.path.startswith("file:") and not os.path.exists(self.path):
+            raise StoreError(f"SQLite database {self.path} does not exist (opened read-only: nothing is created)")
+        base = self.path if self.path.startswith("file:") else "file:" + quote(os.path.abspath(self.path))
+        glue = "&" if "?" in base else "?"
+        last: sqlite3.Error | None = None
+        for flags in ("mode=ro", "mode=ro&immutable=1"):
+            conn = sqlite3.connect(
+                f"{base}{glue}{flags}", timeout=timeout, isolation_level=None, check_same_thread=False, uri=True
+            )
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # WAL: needs its -shm to read
+                return conn
+            except sqlite3.Error as exc:
+                conn.close()
+                last = exc
+        raise StoreError(f"SQLite database {self.path} cannot be opened read-only: {last}")
+
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """One transaction per logical operation; writers take the lock up front (``BEGIN IMMEDIATE``).
@@ -100,6 +142,8 @@ class Database:
         what makes ``seq = next_seq`` safe across processes, and it lets the
         busy timeout wait for the lock instead of failing on a lock upgrade.
         """
+        if write and self.read_only:
+            raise StoreError(f"SQLite database {self.path} is open read-only; nothing was written")
         with self._lock, translate(self.path):
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from ...errors import ConflictError, StoreError
 from ...longterm.blocks.store import BlockRecord, check_save
-from ...longterm.facts.model import Fact
+from ...longterm.facts.model import Fact, query_time
 from ...longterm.facts.store import select_facts
 from ...longterm.recall import lexical
 from ...longterm.recall._np import np
@@ -108,6 +108,7 @@ class SQLiteFactStore(_Shared):
     def list_facts(
         self, *, user_id: str | None, valid_at: datetime | None = None, open_only: bool = False
     ) -> list[Fact]:
+        valid_at = query_time(valid_at)  # naive is UTC, never the machine's local time
         with self.db.transaction(write=False) as conn:
             if valid_at is not None:
                 ts = valid_at.timestamp()

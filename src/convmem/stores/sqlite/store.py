@@ -50,6 +50,7 @@ from .._writes import (
     check_fork,
     fork_home,
     fork_record,
+    ids_checked,
     json_object,
     new_session_id,
     now,
@@ -88,16 +89,22 @@ __all__ = ["AsyncSQLiteStore", "SQLiteStore"]
 _PAGE = 500  # rows per query when streaming a history
 
 
+@ids_checked
 class SQLiteStore:
     """A :class:`~convmem.stores.base.SessionStore` in one SQLite file.
 
     Args:
         path: the database file; default ``$CONVMEM_DB`` or ``convmem.db`` in the user data directory.
         timeout: seconds to wait for another process's write lock.
+        read_only: open for reading only (``mode=ro``, or ``immutable=1`` where even that cannot open it:
+            see :mod:`convmem.stores.sqlite._db`); every write is then a StoreError. A database file this
+            process may not write is opened so without asking.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
-        self.db = Database(path, timeout=timeout)
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0, read_only: bool = False
+    ) -> None:
+        self.db = Database(path, timeout=timeout, read_only=read_only)
         self.path = self.db.path
         self.rows_read = 0  # rows decoded by load(); shows (and lets tests check) that it skips the archive
 
@@ -359,6 +366,8 @@ class SQLiteStore:
 class AsyncSQLiteStore(AsyncStoreWrapper[SQLiteStore]):
     """The async twin of :class:`SQLiteStore`: the same store and SQL, each call run in a worker thread."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0) -> None:
-        super().__init__(SQLiteStore(path, timeout=timeout))
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0, read_only: bool = False
+    ) -> None:
+        super().__init__(SQLiteStore(path, timeout=timeout, read_only=read_only))
         self.path = self.sync.path
