@@ -526,6 +526,15 @@ export const PROBLEMS = {
     "status": 422,
     "title": "Invalid fact"
   },
+  "invalid-id": {
+    "attributes": [
+      "field",
+      "reason"
+    ],
+    "name": "InvalidIdError",
+    "status": 422,
+    "title": "Invalid id"
+  },
   "invalid-message": {
     "attributes": [
       "reason",
