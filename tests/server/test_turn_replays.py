@@ -76,8 +76,12 @@ def turn(api: Api, sid: str, seq: int, user: str = USER) -> dict[str, Any]:
 
 
 def same_context(replayed: dict[str, Any], live: dict[str, Any]) -> None:
-    for name in ("messages", "system", "account", "left_out", "truncated", "window", "request"):
+    """What the model got, to the token. Not ``account.reused``: that is the prefix the serving memory shared
+    with its own previous context (a kept memory's cache accounting), which a replay has no previous of."""
+    for name in ("messages", "system", "left_out", "truncated", "window", "request"):
         assert replayed[name] == live[name], name
+    assert {**replayed["account"], "reused": 0} == {**live["account"], "reused": 0}
+    assert replayed["account"]["reused"] == 0
 
 
 def text(n: int, words: int) -> str:
