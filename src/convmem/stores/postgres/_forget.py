@@ -103,12 +103,13 @@ def erase(user_id: str | None, session_id: str | None) -> Op[tuple[dict[str, int
 
 #: How long ``compact`` waits for older transactions of the database to end (see :func:`compact`).
 WAIT_FOR_SNAPSHOTS = 30.0
-_STARTED = "SELECT clock_timestamp()"
-# Other backends of this database in a transaction that began before the compaction: each may hold a
-# snapshot taken before the erasure committed, to which the erased rows are still visible.
+# A transaction id newer than the erasure (it committed before the compaction began).
+_STARTED = "SELECT (txid_current() %% 4294967296)::text"
+# Other backends of this database whose snapshot horizon (xmin) or own transaction is older than that id: the
+# erased rows are still visible to them, or to a snapshot their xmin holds back (VACUUM FULL keeps those rows).
 _OLDER = (
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
-    "AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND xact_start < %s"
+    "AND (age(backend_xmin) > age(%s::xid) OR age(backend_xid) > age(%s::xid))"
 )
 
 
@@ -125,7 +126,7 @@ def compact(wait: float = WAIT_FOR_SNAPSHOTS) -> Op[None]:
         ((started,),) = yield Query(_STARTED)
         waited = 0.0
         while True:
-            ((older,),) = yield Query(_OLDER, (started,))
+            ((older,),) = yield Query(_OLDER, (started, started))
             if older == 0:
                 break
             if waited >= wait:
