@@ -212,7 +212,9 @@ def main() -> None:
         # Collection is mostly pytest compiling and rewriting the test modules: let it keep the result
         # in __pycache__ (ignored by git) where the environment asked Python not to write bytecode.
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-        run(BIN / "pytest", "-q", *(QUICK if quick else []), *args)
+        # Both cores for the full suite too: every test that needs a server of its own starts it per worker
+        # (under the worker's temporary folder), and the shared servers get a namespace per test.
+        run(BIN / "pytest", "-q", *(QUICK if quick else ["-n", "2"]), *args)
         if not quick:
             typescript_tests()
     elif command == "bench-check":
