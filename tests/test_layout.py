@@ -24,7 +24,7 @@ MAX_LINES = 400
 
 # docs/design.md, "Layers": each entry may import its own layer and the ones before it.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "_lazy", "_effects"),
+    ("errors", "_redact", "_lazy", "_effects"),
     ("messages", "limits", "formats", "tokens", "usage", "session"),
     ("policy",),
     ("longterm",),

@@ -229,7 +229,7 @@ class MemoryCore:
         self.counts["summaries"] += 1
         self.unfolded = []
         record = SummaryRecord(cut, first, last, self.summary.tokens, datetime.now(timezone.utc))
-        self.state = _replace_state(self.state, folded_to=last, summary=record)
+        self.state = replace(self.state, folded_to=last, summary=record)
         return True
 
     def fold_failed(self, request: FoldRequest, reason: str) -> None:
@@ -396,7 +396,3 @@ class MemoryCore:
 
 def _persistable(counts: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, list) else v) for k, v in counts.items()}
-
-
-def _replace_state(state: SessionState, **changes: Any) -> SessionState:
-    return replace(state, **changes)
