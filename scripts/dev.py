@@ -61,6 +61,8 @@ QUICK = [
     # The in-process tests share nothing (each has its own temporary folder), so they run on both cores.
     "-n",
     "2",
+    "--dist",
+    "loadfile",  # a module's tests on one worker, in order: the README's read top to bottom in one folder
 ]
 
 
@@ -214,7 +216,7 @@ def main() -> None:
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
         # Both cores for the full suite too: every test that needs a server of its own starts it per worker
         # (under the worker's temporary folder), and the shared servers get a namespace per test.
-        run(BIN / "pytest", "-q", *(QUICK if quick else ["-n", "2"]), *args)
+        run(BIN / "pytest", "-q", *(QUICK if quick else ["-n", "2", "--dist", "loadfile"]), *args)
         if not quick:
             typescript_tests()
     elif command == "bench-check":
