@@ -44,6 +44,7 @@ DEMO = [
 
 
 SOURCES = ["src", "tests", "bench", "examples", "scripts"]
+README_TESTS = "tests/test_readme.py"
 
 # The inner loop: no test marked slow or reading the LoCoMo data, none that talks to PostgreSQL or Redis,
 # and not the service, the framework integrations, the provider SDK round trips or the README runner
@@ -61,8 +62,6 @@ QUICK = [
     # The in-process tests share nothing (each has its own temporary folder), so they run on both cores.
     "-n",
     "2",
-    "--dist",
-    "loadfile",  # a module's tests on one worker, in order: the README's read top to bottom in one folder
 ]
 
 
@@ -214,9 +213,15 @@ def main() -> None:
         # Collection is mostly pytest compiling and rewriting the test modules: let it keep the result
         # in __pycache__ (ignored by git) where the environment asked Python not to write bytecode.
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-        # Both cores for the full suite too: every test that needs a server of its own starts it per worker
-        # (under the worker's temporary folder), and the shared servers get a namespace per test.
-        run(BIN / "pytest", "-q", *(QUICK if quick else ["-n", "2", "--dist", "loadfile"]), *args)
+        if quick:
+            run(BIN / "pytest", "-q", *QUICK, *args)
+        else:
+            # Both cores for the full suite too: every test that needs a server of its own starts it per worker
+            # (under the worker's temporary folder), and the shared servers get a namespace per test. The README
+            # is read top to bottom in one folder (a line uses what an earlier block made), so it runs apart, in
+            # one process, in order.
+            run(BIN / "pytest", "-q", "-n", "2", f"--ignore={README_TESTS}", *args)
+            run(BIN / "pytest", "-q", README_TESTS, *args)
         if not quick:
             typescript_tests()
     elif command == "bench-check":
