@@ -61,7 +61,8 @@ def get_session(session_id: str, user_id: str | None) -> Op[SessionInfo]:
 
 def list_sessions(user_id: str | None, limit: int | None) -> Op[list[SessionInfo]]:
     def flow(retried: bool) -> Flow[list[SessionInfo]]:
-        return [record(r).listed() for r in (yield Query(sql.LIST_SESSIONS, (user_key(user_id), limit)))]
+        rows = yield Query(sql.LIST_SESSIONS, {"user": user_key(user_id), "limit": limit})
+        return [record(r).listed() for r in rows]
 
     return Op("list sessions", flow)
 
@@ -89,7 +90,7 @@ def expire(older_than: timedelta, user_id: str | None) -> Op[list[str]]:
     cutoff = now() - older_than
 
     def flow(retried: bool) -> Flow[list[str]]:
-        doomed = [i for (i,) in (yield Query(sql.EXPIRED, (user_key(user_id), cutoff)))]
+        doomed = [i for (i,) in (yield Query(sql.EXPIRED, {"user": user_key(user_id), "cutoff": cutoff}))]
         for key in doomed:
             rows = yield Query(sql.SELECT_SESSION, (key,))
             if rows and not record(rows[0]).deleted:  # a tombstoned parent may have gone with its last fork

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "VECTOR_PARTITIONS"]
 
-from ._migrations import MIGRATIONS, VECTOR_PARTITIONS
+from ._migrations import LISTING_LAG, MIGRATIONS, VECTOR_PARTITIONS
 
 # A migration may wait for another process's and build indexes on big tables: the store's timeout is not its.
 NO_LOCK_TIMEOUT = "SET LOCAL lock_timeout = 0"
@@ -49,11 +49,24 @@ SELECT_SESSION_LOCKED = f"{SELECT_SESSION} FOR UPDATE"
 SELECT_OWN = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = %s AND user_key = %s AND NOT deleted"
 SELECT_OWN_LOCKED = f"{SELECT_OWN} FOR UPDATE"
 SELECT_BY_PREFIX = "SELECT id FROM sessions WHERE user_key = %s AND NOT deleted AND id LIKE %s ESCAPE '\\' LIMIT 50"
-LIST_SESSIONS = (
-    f"SELECT {SESSION_COLUMNS} FROM sessions WHERE user_key = %s AND NOT deleted "
-    "ORDER BY updated_at DESC, id DESC LIMIT %s"
+# Most recently updated first, exactly, from the coarse index (migration 0008): a trigger keeps every row's
+# listed_at <= updated_at < listed_at + LISTING_LAG. The first `limit` rows by listed_at have updated_at >= m
+# (their smallest listed_at), so the exact page's own rows all have updated_at >= m, hence listed_at > m - lag:
+# reading that range and sorting it by the exact time gives the exact page.
+LIST_SESSIONS = f"""
+    WITH page AS (
+        SELECT listed_at FROM sessions WHERE user_key = %(user)s AND NOT deleted
+        ORDER BY listed_at DESC, id DESC LIMIT %(limit)s
+    )
+    SELECT {SESSION_COLUMNS} FROM sessions WHERE user_key = %(user)s AND NOT deleted
+        AND listed_at > (SELECT coalesce(min(listed_at), '-infinity') FROM page) - {LISTING_LAG}
+    ORDER BY updated_at DESC, id DESC LIMIT %(limit)s
+"""
+# updated_at < cutoff implies listed_at < cutoff, which the index can take.
+EXPIRED = (
+    "SELECT id FROM sessions WHERE user_key = %(user)s AND NOT deleted AND listed_at < %(cutoff)s "
+    "AND updated_at < %(cutoff)s ORDER BY id FOR UPDATE"
 )
-EXPIRED = "SELECT id FROM sessions WHERE user_key = %s AND NOT deleted AND updated_at < %s ORDER BY id FOR UPDATE"
 # The session and its ancestors, nearest first: (id, fork_seq, parent_id).
 CHAIN = """
     WITH RECURSIVE chain AS (
