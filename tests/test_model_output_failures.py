@@ -27,10 +27,10 @@ from convmem.longterm.facts.model import MAX_FACT_BYTES
 from convmem.longterm.recall import RecallIndex
 from convmem.longterm.recall.ranking import MAX_REWRITE_CHARS, MAX_REWRITES, checked_queries
 
-from .stores._backends import backend
+from .stores._backends import BACKENDS, backend
 
 MODES = ("raise", "slow", "empty", "huge", "surrogate", "not_text")
-STORES = ("memory", "sqlite", "redis")
+STORES = BACKENDS  # every backend: memory, SQLite, files, PostgreSQL, Redis
 
 
 class _Chat:
