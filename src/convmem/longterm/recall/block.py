@@ -17,10 +17,10 @@ Evidence per token (issue 30):
   did you go?" / "The Rockies"), which holds none of the words itself.
 * **Hits that keep their place** (``order="stable"``): a hit shown last turn in the same session keeps its
   line; a new hit takes the place of one that left, then the rest follow, in the order they were said.
-  The block's text then changes only where its hits did, so a block at a fixed place in the request
-  (``position="system"``) keeps the provider's cached prefix up to its first changed line. Measured on a
-  LoCoMo conversation (``bench/cache.py``), a hit changes almost every turn there, and a system block sends
-  the window behind it anew: reuse fell from 69% to 16%, so neither is the default.
+  The block's text then changes only where its hits did. It was measured as a system block at a fixed place
+  in the request too (``bench/cache.py``, on a LoCoMo conversation): a hit changes almost every turn there, and
+  the window behind it was sent anew (reuse fell from 69% to 16%); that position is refused since issue 27
+  (recalled text never gets the system role), and ``"stable"`` is not the default.
 
 The gate's effect, measured (``bench/evidence.py --variants``, ``bench/cache.py``; figures in
 ``bench/README.md``): on LoCoMo at 4k, ``gate=0.35`` billed 27% less input with 5 points less of the
