@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from convmem import CallableBlock, FactsBlock, Memory, Message, RecallBlock, Sta
 from convmem.policy.draft import SUMMARY_TAG, summary_message
 from convmem.policy.placement import BLOCKS_TAG
 from tests._quick import examples
+from tests.stores._backends import BACKENDS, backend
 from tests.validators import validate_context
 
 CANARY = "CANARY"
@@ -328,3 +330,41 @@ def test_facts_and_agent_blocks_sit_in_one_note_after_the_system_messages() -> N
     plain = Memory(max_tokens=2000, blocks=[StaticBlock("persona", f"{CANARY} the agent wrote this")])
     plain.add(Message(role="user", content="hello"))
     assert plain.context(format="openai").messages[0]["role"] == "system"
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_an_imported_conversation_earns_no_role_on_any_backend(kind: str, tmp_path: Path) -> None:
+    """An import is user, tool and model text like any other: read into every backend and opened with a summary
+    strategy, facts and an agent's block, none of it reaches a system role in any format."""
+    from convmem.longterm.facts import Facts
+    from convmem.stores import MemoryStore
+
+    source = MemoryStore()
+    options = {"max_tokens": 150, "keep_recent_tokens": 60}
+    memory = Memory(max_tokens=2000, store=source, user_id="u", strategy="summary_buffer", strategy_options=options)
+    memory.add(Message(role="system", content="You are a helpful assistant."))
+    for n, attack in enumerate(ATTACKS * 2):
+        call = ToolCall(f"call_{n}", "lookup", json.dumps({"q": f"{CANARY}{n}"}))
+        memory.add_many(
+            [
+                Message(role="user", content=_text(n, attack, 20)),
+                Message(role="assistant", content=None, tool_calls=(call,)),
+                Message(role="tool", tool_call_id=call.id, content=_text(n, attack, 5)),
+                Message(role="assistant", content=_text(n, attack, 10)),
+            ]
+        )
+    assert memory.stats().summaries
+    exported = source.export_jsonl(memory.session_id, user_id="u")
+    with backend(kind, tmp_path) as store:
+        info = store.import_jsonl(exported, user_id="u")
+        facts = Facts()
+        facts.add(f"{CANARY} {ATTACKS[1]}", user_id="u")
+        blocks = [
+            StaticBlock("rules", "Answer briefly.", priority=0),
+            FactsBlock(facts),
+            WorkingBlock("scratch", f"{CANARY} {ATTACKS[0]}"),
+        ]
+        reopened = Memory.open(info.id, store=store, user_id="u", blocks=blocks)
+        for format in FORMATS:
+            _check_blocks(reopened.context(f"{CANARY}0 {ATTACKS[2]}", format=format), True, True)
+        reopened.close()
