@@ -433,12 +433,9 @@ CONFIGS: dict[str, Callable[[int], Runner]] = {
     "convmem token_budget": lambda b: ConvmemRunner(b),
     "convmem + recall(k=5) + facts blocks": lambda b: ConvmemRunner(b, blocks=True),
     "convmem + recall(defaults) + facts blocks": lambda b: ConvmemRunner(b, blocks=True, recall={}),
-    # Evidence per token (issue 30): the block's hits keep their lines, at its default place or as a system
-    # message after the summary; the relevance gate; a smaller reserved share.
+    # Evidence per token (issue 30): the block's hits keep their lines; the relevance gate; a smaller reserved
+    # share. (The block as a system message, measured then, is refused since issue 27: roles are earned.)
     "convmem + recall(stable) + facts": lambda b: ConvmemRunner(b, blocks=True, recall={"order": "stable"}),
-    "convmem + recall(stable, system) + facts": lambda b: ConvmemRunner(
-        b, blocks=True, recall={"order": "stable", "position": "system"}
-    ),
     "convmem + recall(min_relevance=0.2) + facts": lambda b: ConvmemRunner(
         b, blocks=True, recall={"min_relevance": 0.2}
     ),

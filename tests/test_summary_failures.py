@@ -16,10 +16,10 @@ import pytest
 
 from convmem import Memory, Message
 
-from .stores._backends import backend
+from .stores._backends import BACKENDS, backend
 
 MODES = ("raise", "slow", "empty", "huge", "surrogate", "not_text")
-STORES = ("memory", "sqlite", "redis")
+STORES = BACKENDS  # every backend: memory, SQLite, files, PostgreSQL, Redis
 
 
 class _Summarizer:

@@ -21,7 +21,8 @@ from convmem import Memory
 from convmem.errors import ConvmemError
 from convmem.limits import as_utc
 from convmem.messages import Message
-from convmem.stores import MemoryStore, SQLiteStore
+from tests._quick import examples
+from tests.stores._backends import BACKENDS, backend
 
 _offsets = st.none() | st.integers(-14 * 60, 14 * 60).map(lambda m: timezone(timedelta(minutes=m)))
 _times = st.builds(
@@ -42,13 +43,17 @@ def test_a_naive_time_is_utc_and_an_aware_one_keeps_its_offset() -> None:
     assert Message(role="user", content="hi").with_identity("m1", naive).created_at == as_utc(naive)
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("kind", BACKENDS)
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stamps=st.lists(_times, min_size=4, max_size=10), facts=st.lists(_times, max_size=4), probe=_times)
 def test_random_mixes_of_naive_and_aware_times_never_raise_anything_but_a_named_error(
     kind: str, tmp_path: Path, stamps: list[datetime], facts: list[datetime], probe: datetime
 ) -> None:
-    store: Any = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / f"t{next(_counter)}.db")
+    with backend(kind, tmp_path / f"t{next(_counter)}") as store:
+        _mix(store, stamps, facts, probe)
+
+
+def _mix(store: Any, stamps: list[datetime], facts: list[datetime], probe: datetime) -> None:
     memory = Memory(max_tokens=400, store=store, user_id="alice", facts=True, recall=True)
     try:
         for i, stamp in enumerate(stamps):  # a small budget: most of them go to the archive recall reads
@@ -72,4 +77,3 @@ def test_random_mixes_of_naive_and_aware_times_never_raise_anything_but_a_named_
         assert store.import_jsonl(exported, user_id="alice").id == memory.session_id
     finally:
         memory.close()
-        store.close()

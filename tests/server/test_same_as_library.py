@@ -89,8 +89,12 @@ def everything_stored(backend: Backend, session_id: str, user: str, rename: Any)
 def test_one_scenario_through_the_library_and_the_service(pair: tuple[Backend, TestClient, Service, str]) -> None:
     library, http, service, _ = pair
     assert library.recall_store is not None
-    # The service renders a user's blocks in name order, so the library gets them in that order.
-    blocks = [StaticBlock("notes", NOTES, priority=2), StaticBlock("persona", PERSONA, priority=0, max_tokens=48)]
+    # The service renders a user's blocks in name order, so the library gets them in that order; their text is what
+    # a client wrote over the API, so the service never trusts it (it goes into the blocks' user note).
+    blocks = [
+        StaticBlock("notes", NOTES, priority=2, trusted=False),
+        StaticBlock("persona", PERSONA, priority=0, max_tokens=48, trusted=False),
+    ]
     memory = Memory(
         store=library.store,
         session_id="s",

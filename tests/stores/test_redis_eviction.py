@@ -17,6 +17,7 @@ import pytest
 
 from convmem import Memory
 from convmem.errors import ConfigurationError, ConvmemError, StoreError
+from convmem.stores._record import scoped
 from convmem.stores.redis import AsyncRedisStore, RedisStore
 
 from ._servers import RedisServer
@@ -83,7 +84,7 @@ def test_filling_memory_under_every_policy_never_opens_a_session_with_a_hole(sma
                 refused = exc
                 break
         assert policy != "noeviction" or refused is not None, "memory never filled up"
-        whole = lost = 0
+        whole = lost = second_lost = 0
         for session_id, count in acknowledged.items():
             try:
                 again = Memory.open(session_id, store=store, max_tokens=100_000)
@@ -95,8 +96,23 @@ def test_filling_memory_under_every_policy_never_opens_a_session_with_a_hole(sma
                 continue
             assert len(messages) == count, f"{session_id} opened with {len(messages)} of {count} messages"
             whole += 1
+            # Every read after the open is checked too: it meets newer holes (Redis evicts before any command
+            # once over maxmemory), and each either gives the whole session or raises a named error.
+            for reader in ("store", "memory"):
+                try:
+                    rows = list(store.messages(session_id)) if reader == "store" else again.messages()
+                except ConvmemError:
+                    second_lost += 1
+                    continue
+                assert len(rows) == count, f"{session_id}: a read after the open gave {len(rows)} of {count}"
+            try:
+                exported = store.export_jsonl(session_id)
+            except ConvmemError:
+                second_lost += 1
+            else:
+                assert exported.count(b"\n") == 1 + count, f"{session_id}: an export with a hole"  # header + rows
         if policy == "noeviction":
-            assert lost == 0, "a full noeviction Redis must still be read"
+            assert lost == second_lost == 0, "a full noeviction Redis must still be read"
         elif _evicts(policy, ttl):
             assert lost > 0, "nothing was evicted: the test did not fill memory"
         assert whole > 0
@@ -144,3 +160,38 @@ def test_a_managed_redis_that_refuses_config_is_asked_through_info_then_the_opti
         RedisStore(server.url, maxmemory_policy="noeviction").close()
     finally:
         server.stop()
+
+
+def test_a_read_after_the_open_meets_a_new_hole_and_names_it(tmp_path: Path) -> None:
+    """What eviction does between an open and a later read, done by hand (a row set deleted behind the store's back):
+    the messages read, the memory's archive read and the export each raise SessionLostError, never return holes."""
+    import redis
+
+    from convmem.errors import SessionLostError
+
+    from ._backends import backend
+    from ._servers import REDIS_URL
+
+    with backend("redis", tmp_path) as store:
+        memory = Memory(max_tokens=100_000, store=store, session_id="s")
+        for i in range(4):
+            memory.add({"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"})
+        fork = store.fork("s", 1)
+        again = Memory.open("s", store=store, max_tokens=100_000)
+        assert len(list(store.messages("s"))) == 4
+        assert len(list(store.messages(fork.id))) == 2
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            assert client.delete(f"{store.keys.prefix}m:{scoped(None, 's')}") == 1  # evicted: the unpinned rows
+        finally:
+            client.close()
+        for read in (
+            lambda: list(store.messages("s")),
+            lambda: list(store.messages("s", from_seq=3)),  # a page that itself holds no hole
+            again.messages,
+            lambda: store.export_jsonl("s"),
+            lambda: list(store.messages(fork.id)),  # the fork's shared rows were in the parent's row set
+            lambda: Memory.open("s", store=store),
+        ):
+            with pytest.raises(SessionLostError, match=r"(4|2) messages were stored, 0 remain"):
+                read()

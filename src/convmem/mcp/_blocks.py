@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ..errors import BlockEditError, ConfigurationError, ConflictError, ContextOverflowError
 from ..longterm import WorkingBlock
-from ..longterm.blocks.base import StaticBlock, check_block
+from ..longterm.blocks.base import check_block, stored_block
 from ..longterm.blocks.store import BlockRecord, BlockStore
 from ..memory import Memory
 from ..memory.options import stored_config
@@ -94,10 +94,7 @@ class Blocks:
         if record.priority != 0:
             return
         never_cut = [r for r in self.blocks.list_blocks(self.user) if r.priority == 0 and r.name != record.name]
-        blocks = [
-            StaticBlock(r.name, r.value, priority=0, max_tokens=r.max_tokens, position=r.position)  # type: ignore[arg-type]
-            for r in [*never_cut, record]
-        ]
+        blocks = [stored_block(r, priority=0) for r in [*never_cut, record]]
         probe = _block(record, store=None)
         for info in self.store.list_sessions(user_id=self.user, limit=FIT_SESSIONS):
             memory = open_session(self.store, info, self.user, blocks=blocks, on_overflow="raise")

@@ -74,7 +74,10 @@ class BlockOut(_Out):
     version: int = Field(description="Its version: pass it as expected_version to block_edit.")
     priority: int = Field(description="Cut order when a context is over budget: 0 is never cut, higher is cut first.")
     max_tokens: int | None = Field(description="The most tokens its text may have; null: no cap.")
-    position: str = Field(description="'system' (in the system prompt) or 'user' (with the user's message).")
+    position: str = Field(
+        description="'system' (a quoted note right after the system prompt: an edited block never gets the system"
+        " role) or 'user' (with the user's message)."
+    )
     description: str | None = Field(description="What the block is for.")
 
 

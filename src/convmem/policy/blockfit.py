@@ -49,6 +49,9 @@ class BlockText:
     text part) to the latest user message, else sends it as a user message at the
     end of the request: never in a system message.
 
+    ``trusted`` says the text is the application's own (its system role is earned); a block whose text users,
+    tools or models wrote is never sent in a system message (:func:`~convmem.policy.placement.role_of`).
+
     ``per_turn`` says the text changes every turn (it depends on the input): it is
     placed after everything that stays the same, so the prefix before it is reused.
 
@@ -65,6 +68,7 @@ class BlockText:
     items: tuple[BlockItem, ...] = ()
     reserve: int = 0
     per_turn: bool = False
+    trusted: bool = True
 
 
 def itemized(block: BlockText, items: Sequence[BlockItem]) -> BlockText:
@@ -101,6 +105,9 @@ def block_texts(
         cap = getattr(block, "max_tokens", None)
         position = getattr(block, "position", "system")
         per_turn = bool(getattr(block, "per_turn", False))
+        # A block of the application's own class is its text; the built-in kinds that hold what users, tools
+        # or models wrote (facts, recall, working blocks) say trusted = False.
+        trusted = getattr(block, "trusted", True) is not False
         render_items = getattr(block, "render_items", None)
         if render_items is not None:
             items = tuple(BlockItem(text, rank) for text, rank in render_items(turn))
@@ -112,13 +119,13 @@ def block_texts(
                 cap = reserve if cap is None else min(cap, reserve)
             if cap is not None and items:
                 fitted = fit_items(count, fitted, cap)
-            out.append(replace(fitted, reserve=reserve, per_turn=per_turn))
+            out.append(replace(fitted, reserve=reserve, per_turn=per_turn, trusted=trusted))
             continue
         render_turn = getattr(block, "render_turn", None)
         text = render_turn(turn) if render_turn is not None else block.render(query)
         if cap is not None and text:
             text = truncate_text(count, text, cap) or ""
-        out.append(BlockText(block.name, text, block.priority, position, per_turn=per_turn))
+        out.append(BlockText(block.name, text, block.priority, position, per_turn=per_turn, trusted=trusted))
     return out
 
 

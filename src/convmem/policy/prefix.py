@@ -29,8 +29,8 @@ class Layout(NamedTuple):
     """What a context is made of, in order, by identity.
 
     Attributes:
-        system: ``(key, tokens)`` of the pinned messages, the stable blocks, the per-turn system blocks
-            and the summary, in that order (key None and 0 tokens when absent).
+        system: ``(key, tokens)`` of the pinned messages, the stable blocks, the per-turn system blocks,
+            the blocks' note and the summary, in that order (key None and 0 tokens when absent).
         first: the seq of the first window message sent, or None.
         last: the seq of the last window message sent, or None.
         carrier: the seq of the window message the user blocks ride on, or None.
@@ -176,7 +176,7 @@ def describe(
     request_end: int,
 ) -> tuple[Layout, Stable]:
     """The layout and the breakpoints of a context sent in the order pinned, stable blocks, per-turn
-    system blocks, summary, window (``n_window`` messages), inputs, trailing user blocks."""
+    system blocks, blocks' note, summary, window (``n_window`` messages), inputs, trailing user blocks."""
     carrier = placed.carrier
     input_tokens = sum([t for _, t in inputs]) if inputs else 0
     layout = Layout(
@@ -184,6 +184,7 @@ def describe(
             pinned,
             (placed.stable.content if placed.stable else None, placed.stable_tokens),
             (placed.turn.content if placed.turn else None, placed.turn_tokens),
+            (placed.note.content if placed.note else None, placed.note_tokens),
             summary,  # a user note after every system message (policy/render.py)
         ),
         window_range[0] if window_range else None,
@@ -194,8 +195,8 @@ def describe(
         (*(m for m, _ in inputs), placed.trailing) if (inputs or placed.trailing) else (),
         input_tokens + (placed.user_tokens if placed.trailing is not None else 0),
     )
-    heads = pinned_count + (placed.stable is not None) + (summary[0] is not None)
-    system_tokens = pinned[1] + placed.stable_tokens + summary[1]
+    heads = pinned_count + (placed.stable is not None) + (placed.note is not None) + (summary[0] is not None)
+    system_tokens = pinned[1] + placed.stable_tokens + placed.note_tokens + summary[1]
     before_window = system_tokens + placed.turn_tokens
     first_window = heads + (placed.turn is not None)
     carrier_mark: tuple[int, int] | None = None

@@ -2,7 +2,8 @@
 
 What comes in: a :class:`~convmem.policy.draft.Draft` that fits, and where Anthropic's cache marks go.
 What happens: :func:`ordered` lays the messages out: the pinned messages, the stable system blocks,
-the per-turn system blocks, the running summary (a user-position note, never a system message), the
+the per-turn system blocks, the note of the blocks whose text users, tools or models wrote and the running
+summary (user-position notes, never system messages), the
 window units sent (the user blocks prepended to their carrier), the inputs, and the trailing user
 blocks when no user message carries them. :func:`render` renders that list for the format;
 :func:`render_request` adds the tools and the cache marks (:mod:`convmem.policy.controls`). An
@@ -179,10 +180,11 @@ def _item_end(format: str, messages: list[Message], index: int, total: int) -> i
 
 def _system_parts(draft: Draft) -> list[Message]:
     """What comes after the pinned messages and before the window: the stable system blocks, the per-turn system
-    blocks, the summary (a user note, :func:`~convmem.policy.draft.summary_message`, or a provider's compaction)."""
+    blocks, the note of the blocks whose text is not the application's (a user note), the summary (a user note,
+    :func:`~convmem.policy.draft.summary_message`, or a provider's compaction)."""
     placed, summary = draft.placed, draft.summary
-    # Every system message comes before the note (some chat templates take system messages only at the start).
-    return [m for m in (placed.stable, placed.turn, summary and summary.message) if m]
+    # Every system message comes before the notes (some chat templates take system messages only at the start).
+    return [m for m in (placed.stable, placed.turn, placed.note, summary and summary.message) if m]
 
 
 def _from_cache(

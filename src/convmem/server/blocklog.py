@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from ..longterm.blocks.base import StaticBlock
+from ..longterm.blocks.base import StaticBlock, stored_block
 from ..longterm.blocks.store import BlockRecord, BlockStore
 
 __all__ = ["BlockLog", "Timeline", "static_blocks"]
@@ -111,11 +111,8 @@ class BlockLog:
 
 
 def static_blocks(records: Sequence[BlockRecord]) -> list[StaticBlock]:
-    """Block records as the ``StaticBlock`` list a ``Memory`` of the service is opened with."""
-    return [
-        StaticBlock(r.name, r.value, priority=r.priority, max_tokens=r.max_tokens, position=r.position)  # type: ignore[arg-type]
-        for r in records
-    ]
+    """Block records as the ``StaticBlock`` list a ``Memory`` of the service is opened with (never trusted)."""
+    return [stored_block(r) for r in records]
 
 
 def _aware(when: datetime) -> datetime:

@@ -21,7 +21,7 @@ from ..errors import AmbiguousSessionError, ConflictError, InvalidMessageError, 
 from ..formats import FORMATS, parse_items
 from ..formats._replies import parse_reply
 from ..limits import check_json, check_text
-from ..longterm.blocks.base import StaticBlock
+from ..longterm.blocks.base import StaticBlock, stored_block
 from ..memory import Memory
 from ..memory._intake import keyed_by_id
 from ..memory.options import initial_state
@@ -117,10 +117,7 @@ class SessionService:
 
     def user_blocks(self, scope: Scope) -> list[StaticBlock]:
         """The user's working blocks as they are now: every context of the user's sessions shows them."""
-        return [
-            StaticBlock(r.name, r.value, priority=r.priority, max_tokens=r.max_tokens, position=r.position)  # type: ignore[arg-type]
-            for r in self.backend.blocks.list_blocks(scope.store_user)
-        ]
+        return [stored_block(r) for r in self.backend.blocks.list_blocks(scope.store_user)]
 
     # -- sessions ------------------------------------------------------------------------------
     def create(

@@ -10,6 +10,12 @@ into the budget: the highest ``priority`` number is cut first, and priority
   ones) or ``"user"`` (prepended to the latest user message, where models
   attend most and where a provider's prompt cache of the system part stays
   valid);
+* ``trusted``: whether its text is the application's own (default True for a block of the
+  application's own class). Roles are earned: a block whose text users, tools or models wrote
+  (``WorkingBlock``, which agents edit; ``FactsBlock``; ``RecallBlock``; a ``StaticBlock(trusted=False)``
+  built from what the service's API stored) says False and is never sent in a system message: at
+  ``"system"`` it goes into one delimited user-position note after every system message
+  (:data:`~convmem.policy.placement.BLOCKS_NOTE`), or with the user blocks if it changes every turn;
 * ``render_turn(turn)``: used instead of ``render`` when present; a
   :class:`Turn` says whose memory and which session is asking, what the
   input is, and where the window starts, so dynamic blocks (facts, recall)
@@ -40,7 +46,7 @@ from .store import BlockRecord, BlockStore
 if TYPE_CHECKING:
     from ...tokens import TokenCounter
 
-__all__ = ["Block", "CallableBlock", "Position", "StaticBlock", "Turn", "WorkingBlock"]
+__all__ = ["Block", "CallableBlock", "Position", "StaticBlock", "Turn", "WorkingBlock", "stored_block"]
 
 Position: TypeAlias = Literal["system", "user"]
 
@@ -95,7 +101,7 @@ def check_share(share: object) -> None:
 
 
 class StaticBlock:
-    """Fixed text."""
+    """Fixed text: the application's own (``trusted``), unless built from what others wrote (``trusted=False``)."""
 
     def __init__(
         self,
@@ -105,17 +111,36 @@ class StaticBlock:
         priority: int = 1,
         max_tokens: int | None = None,
         position: Position = "system",
+        trusted: bool = True,
     ) -> None:
         check_block(name, priority, max_tokens, position)
         self.name, self.text, self.priority = name, text, priority
-        self.max_tokens, self.position = max_tokens, position
+        self.max_tokens, self.position, self.trusted = max_tokens, position, bool(trusted)
 
     def render(self, query: str | None) -> str:
         return self.text
 
 
+def stored_block(record: BlockRecord, *, priority: int | None = None) -> StaticBlock:
+    """A stored block record as the block a memory renders: its text is what a client or an agent wrote over the
+    service's or the MCP server's API, so it is never trusted (never sent in a system message)."""
+    position: Position = "user" if record.position == "user" else "system"
+    return StaticBlock(
+        record.name,
+        record.value,
+        priority=record.priority if priority is None else priority,
+        max_tokens=record.max_tokens,
+        position=position,
+        trusted=False,
+    )
+
+
 class CallableBlock:
-    """Text produced by a callable on every turn, e.g. a task list kept always in context (priority 0)."""
+    """Text produced by a callable on every turn, e.g. a task list kept always in context (priority 0).
+
+    The callable is the application's, so its text is (``trusted``); say ``trusted=False`` when it returns what
+    users, tools or models wrote.
+    """
 
     def __init__(
         self,
@@ -125,10 +150,11 @@ class CallableBlock:
         priority: int = 0,
         max_tokens: int | None = None,
         position: Position = "system",
+        trusted: bool = True,
     ) -> None:
         check_block(name, priority, max_tokens, position)
         self.name, self.provider, self.priority = name, provider, priority
-        self.max_tokens, self.position = max_tokens, position
+        self.max_tokens, self.position, self.trusted = max_tokens, position, bool(trusted)
 
     def render(self, query: str | None) -> str:
         text = self.provider()
@@ -148,12 +174,15 @@ class WorkingBlock:
     an edit made by another process since this one loaded also raises
     ConflictError; :meth:`reload` and retry.
 
+    Its value is what an agent (a model) or a client edits, so it is not the application's own text
+    (``trusted`` False): at ``"system"`` it is sent in the blocks' user-position note, never a system message.
+
     Args:
         name: the block's name (also its tag in the default template).
         value: the initial text, used only if the store has no such block yet.
         priority: cut order under budget pressure (0 is never cut).
         max_tokens: the limit every edit must respect.
-        position: ``"system"`` or ``"user"``.
+        position: ``"system"`` (the stable note after the system messages) or ``"user"``.
         description: what the block is for (for an agent's tool description).
         store: where it persists; in memory only if None.
         scope: whose block it is (the user id); blocks of different scopes are independent.
@@ -175,6 +204,7 @@ class WorkingBlock:
     ) -> None:
         check_block(name, priority, max_tokens, position)
         self.name, self.priority, self.max_tokens, self.position = name, priority, max_tokens, position
+        self.trusted = False  # agents and clients edit it: roles are earned
         self.description, self.store, self.scope = description, store, scope
         self._counter = counter
         self._lock = threading.Lock()

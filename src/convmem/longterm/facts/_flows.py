@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 from ...errors import ConflictError, LLMError
 from ...messages import Message, StoredMessage
-from ._plan import FactChanges, plan_changes
-from .model import Fact, FactInvalidate, FactOperation
+from ._plan import FactChanges, Rejected, plan_changes
+from .model import Fact, FactAdd, FactInvalidate, FactOperation, FactUpdate
 
 __all__ = [
     "Effect",
@@ -110,8 +110,10 @@ def extract_flow(
         return FactChanges()
     for attempt in range(2):  # one retry: a concurrent writer may have ended a fact we planned against
         current = yield ReadOpen(user_id)
-        operations = yield Propose(messages, current, user_id)
+        proposed = yield Propose(messages, current, user_id)
+        operations, refused = checked_proposal(proposed)
         changes = _plan(operations, current, user_id=user_id, session_id=session_id, messages=messages, now=now())
+        changes.rejected[:0] = refused
         if changes.empty:
             return changes
         try:
@@ -122,6 +124,25 @@ def extract_flow(
             continue
         return changes
     raise AssertionError("unreachable")
+
+
+def checked_proposal(proposed: object) -> tuple[list[FactOperation], list[Rejected]]:
+    """An extractor's answer checked like user input before anything is planned or stored: a list of operations
+    (each already checked when it was built: text, size, times), anything else in it rejected with the reason.
+
+    Raises:
+        LLMError: the answer is not a list or tuple of operations at all (nothing is written).
+    """
+    if not isinstance(proposed, (list, tuple)):
+        raise LLMError(f"fact extractor returned {type(proposed).__name__}, not a list of fact operations")
+    operations: list[FactOperation] = []
+    refused: list[Rejected] = []
+    for item in proposed:
+        if isinstance(item, (FactAdd, FactUpdate, FactInvalidate)):
+            operations.append(item)
+        else:
+            refused.append(Rejected(item, f"not a fact operation: {type(item).__name__}"))
+    return operations, refused
 
 
 def extractor_failure(exc: Exception) -> LLMError:

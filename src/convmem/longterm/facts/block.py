@@ -36,7 +36,10 @@ class FactsBlock:
 
     Its text changes only when facts change (the memory extracts them from what it evicts) or expire,
     not with the input, so it belongs with the parts of the request that change rarely: by default a
-    system block right after the pinned messages, where a provider's prompt cache keeps serving it.
+    ``"system"`` block right after the pinned messages, where a provider's prompt cache keeps serving it. A fact
+    is what an extractor (a model) took from what users said, so the block is not the application's text
+    (``trusted`` False): it is sent in the blocks' delimited user-position note after every system message,
+    never in a system role.
 
     Args:
         facts: a :class:`~convmem.longterm.facts.book.Facts` (sync).
@@ -44,7 +47,7 @@ class FactsBlock:
         priority: cut order (facts are usually kept longer than recalls).
         limit: at most this many facts, the most recent ones.
         max_tokens: the block's own cap.
-        position: ``"system"`` or ``"user"``.
+        position: ``"system"`` (the stable note after the system messages) or ``"user"``.
         line: how one fact is written.
         share: the share of the budget (less the reserved output) the block claims, in [0, 1): eviction
             keeps it free of the window, and the block is cut to it (the oldest facts first), so that it
@@ -52,6 +55,7 @@ class FactsBlock:
     """
 
     per_turn = False
+    trusted = False  # facts are model output from user text: roles are earned
 
     def __init__(
         self,

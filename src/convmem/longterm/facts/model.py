@@ -46,6 +46,7 @@ from ...limits import as_utc, check_text
 from ...messages import Message
 
 __all__ = [
+    "MAX_FACT_BYTES",
     "AsyncFactExtractor",
     "AsyncFactStore",
     "Fact",
@@ -60,6 +61,9 @@ __all__ = [
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+#: The most UTF-8 bytes a fact's text, subject or reason may hold: a fact is one sentence, and a model that runs
+#: away (a whole transcript as one "fact") would put it into every request of the user.
+MAX_FACT_BYTES = 4096
 
 
 def _ids(value: Sequence[str]) -> tuple[str, ...]:
@@ -92,9 +96,11 @@ def _text(value: str | None, name: str) -> None:
     if not isinstance(value, str):
         raise InvalidFactError(f"{name} must be text, got {type(value).__name__}")
     try:
-        check_text(value, name)
+        size = check_text(value, name)
     except InvalidMessageError as exc:
         raise InvalidFactError(f"fact {exc}") from None
+    if size > MAX_FACT_BYTES:
+        raise InvalidFactError(f"fact {name} holds {size} bytes of UTF-8; at most {MAX_FACT_BYTES} are taken")
 
 
 @dataclass(frozen=True, slots=True)

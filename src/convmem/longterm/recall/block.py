@@ -17,10 +17,10 @@ Evidence per token (issue 30):
   did you go?" / "The Rockies"), which holds none of the words itself.
 * **Hits that keep their place** (``order="stable"``): a hit shown last turn in the same session keeps its
   line; a new hit takes the place of one that left, then the rest follow, in the order they were said.
-  The block's text then changes only where its hits did, so a block at a fixed place in the request
-  (``position="system"``) keeps the provider's cached prefix up to its first changed line. Measured on a
-  LoCoMo conversation (``bench/cache.py``), a hit changes almost every turn there, and a system block sends
-  the window behind it anew: reuse fell from 69% to 16%, so neither is the default.
+  The block's text then changes only where its hits did. It was measured as a system block at a fixed place
+  in the request too (``bench/cache.py``, on a LoCoMo conversation): a hit changes almost every turn there, and
+  the window behind it was sent anew (reuse fell from 69% to 16%); that position is refused since issue 27
+  (recalled text never gets the system role), and ``"stable"`` is not the default.
 
 The gate's effect, measured (``bench/evidence.py --variants``, ``bench/cache.py``; figures in
 ``bench/README.md``): on LoCoMo at 4k, ``gate=0.35`` billed 27% less input with 5 points less of the
@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from ...errors import ConvmemError
+from ...errors import ConfigurationError, ConvmemError
 from ..blocks.base import Position, Turn, check_block, check_share
 from .hits import Dropped
 
@@ -94,10 +94,10 @@ class RecallBlock:
     Its text changes with every input, so by default it rides on the latest user message
     (``position="user"``), after everything that stays the same from turn to turn: the request's
     prefix (system, summary, window) is then reused by the provider's prompt cache, and recalled
-    text, which users wrote, never gains the system role. When the next user message takes the
-    block, the older message keeps its own if its tool loop or reply outweighs it, so that the
-    cached prefix runs through them. With ``position="system"`` it is a system
-    message after the summary, and the window behind it is sent anew every turn.
+    text, which users, tools and models wrote, never gains the system role. When the next user message takes
+    the block, the older message keeps its own if its tool loop or reply outweighs it, so that the
+    cached prefix runs through them. ``position="system"`` is refused (a ConfigurationError): recalled
+    text would gain the system role (roles are earned).
 
     The block is itemized: each hit is one line, ranked, and assembly drops the lowest-ranked
     lines first. It claims ``share`` of the budget (less the reserved output) ahead of the
@@ -112,7 +112,7 @@ class RecallBlock:
         mode: ``lexical``, ``dense`` or ``hybrid`` (default: the index's).
         sessions: ``"all"`` the user's sessions, or ``"current"`` only this one.
         max_tokens: the block's own cap.
-        position: ``"user"`` (default) or ``"system"``.
+        position: ``"user"``, the only one taken (``"system"`` would give user text the system role).
         line: how one hit is written.
         order: ``"time"`` (as said; easier to read), ``"score"`` (best first) or ``"stable"`` (a hit
             shown last turn keeps its line; new ones in the order they were said).
@@ -122,6 +122,7 @@ class RecallBlock:
     """
 
     per_turn = True
+    trusted = False  # recalled messages are what users, tools and models said
 
     def __init__(
         self,
@@ -141,6 +142,11 @@ class RecallBlock:
         min_relevance: float = 0.0,
     ) -> None:
         check_block(name, priority, max_tokens, position)
+        if position != "user":
+            raise ConfigurationError(
+                f"RecallBlock {name!r}: position must be 'user', got {position!r}: recalled messages are what users, "
+                "tools and models wrote, and a system position would give them the system role"
+            )
         if sessions not in ("all", "current"):
             raise ConvmemError(f"sessions must be 'all' or 'current', got {sessions!r}")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:

@@ -38,6 +38,7 @@ from typing import Any, Literal, TypeAlias
 
 from ...errors import ConfigurationError, LLMError
 from ...messages import StoredMessage
+from . import ranking
 from ._np import np
 from ._partition import Partition, top
 from ._storesearch import StoreSearch
@@ -80,7 +81,7 @@ class RecallIndex:
         tuning: the lexical constants and steps (:class:`~convmem.longterm.recall.ranking.Tuning`).
         rerank: in hybrid mode, let the embedder re-score only the top ``rerank`` lexical
             candidates instead of ranking every document (None: every document).
-        rewriter: adds search strings to the lexical query (an LLM: ``convmem.llm.rewriter``); if it
+        rewriter: adds search strings to the lexical query (an LLM: ``convmem.llm.rewriter``), checked first; if it
             fails, the search goes on with the query alone and :attr:`warnings` says why.
     """
 
@@ -383,7 +384,7 @@ class RecallIndex:
         """The query with the rewriter's search strings appended (outside the lock: it may call an LLM)."""
         assert self.rewriter is not None
         try:
-            extra = self.rewriter.rewrite(query)
+            extra = ranking.checked_queries(self.rewriter.rewrite(query))  # a model's output, checked like user input
         except Exception as exc:  # a user-supplied rewriter: any failure falls back to the query alone
             self._warn(f"query rewriting failed, searched with the query alone: {type(exc).__name__}: {exc}")
             return query
@@ -396,5 +397,4 @@ class RecallIndex:
             self._warn(f"embedding retry failed; {self.pending()} message(s) still without a vector: {exc}")
 
     def _warn(self, text: str) -> None:
-        self.warnings.append(text)
-        del self.warnings[:-20]
+        self.warnings[:] = [*self.warnings[-19:], text]

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, InvalidMessageError, LLMError
+from ...limits import check_text
 from ._np import np
 from ._partition import Partition
 from .hits import RecallHit
@@ -145,6 +146,39 @@ class QueryRewriter(Protocol):
     def rewrite(self, query: str) -> Sequence[str]:
         """Search strings whose words are added to the lexical query; raise LLMError on failure."""
         ...
+
+
+#: What a rewriter's answer may add to a query: at most this many strings of at most this many characters.
+MAX_REWRITES = 16
+MAX_REWRITE_CHARS = 200
+
+
+def checked_queries(answer: object) -> tuple[str, ...]:
+    """A rewriter's search strings, checked like user input before a search (or a store's server) sees them.
+
+    Each is stripped and cut to :data:`MAX_REWRITE_CHARS`, blanks and repeats dropped, at most
+    :data:`MAX_REWRITES` kept (a model that runs away only lengthens the query so far).
+
+    Raises:
+        LLMError: the answer is not a list of strings, holds text UTF-8 cannot hold (a lone surrogate), or no
+            string is left; the index then searches with the question alone.
+    """
+    if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence):
+        raise LLMError(f"query rewriter returned {type(answer).__name__}, not a list of search strings")
+    kept: dict[str, None] = {}
+    for item in answer:
+        if not isinstance(item, str):
+            raise LLMError(f"query rewriter returned a {type(item).__name__} among its search strings")
+        try:
+            check_text(item, "rewritten query")
+        except InvalidMessageError as exc:
+            raise LLMError(f"query rewriter returned text that cannot be searched: {exc}") from None
+        text = item.strip()[:MAX_REWRITE_CHARS]
+        if text:
+            kept[text] = None
+    if not kept:
+        raise LLMError("query rewriter returned no search strings")
+    return tuple(kept)[:MAX_REWRITES]
 
 
 @dataclass(slots=True)

@@ -19,9 +19,10 @@ a managed Redis refuses ``CONFIG``, or the store's ``maxmemory_policy=`` where i
 which it used): under a policy that can evict the store's keys (``allkeys-*``; ``volatile-*`` when the
 store sets a ``ttl``) an evicted key is an acknowledged message lost without a word, so the store refuses
 to open (:func:`check_policy`) unless ``allow_eviction=True`` accepts the risk, with a warning; a session
-that then lost rows raises SessionLostError when it is opened (:mod:`._ops`). Under ``noeviction`` a full
-Redis refuses every command queued in ``MULTI``, reads included, so a read-only snapshot that is refused
-for memory is read again without ``MULTI``: no write can land meanwhile, since every write is refused too.
+that then lost rows raises SessionLostError when it is opened, read or exported (:mod:`._ops`). Under
+``noeviction`` a full Redis refuses every command queued in ``MULTI``, reads included, so a read-only snapshot
+that is refused for memory is read again without ``MULTI``: no write can land meanwhile, since every write is
+refused too.
 """
 
 from __future__ import annotations

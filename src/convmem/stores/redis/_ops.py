@@ -215,15 +215,9 @@ def load(keys: Keys, session_id: str, user_id: str | None, unfolded_limit: int) 
                     )
         # How many rows the whole history holds, in the same snapshot: an evicting Redis drops whole keys
         # (a row set, a parent's record), and the session must not open with the hole that leaves.
-        counts = [("ZCOUNT", *cmd[1:4]) for cmd in ranges(keys, segs, 0, last)]
+        counts = whole(keys, segs)
         replies = yield Pipe([*pinned, *window, *tail, *counts])
-        held = sum(int(n) for n in replies[len(replies) - len(counts) :])
-        if held != session.base_count + session.message_count:
-            raise SessionLostError(
-                f"Redis session {session_id!r}: {session.base_count + session.message_count} messages were stored,"
-                f" {held} remain (evicted by the server's maxmemory-policy, or deleted outside convmem); it is not"
-                " opened with holes"
-            )
+        check_whole(session_id, replies[len(replies) - len(counts) :], "opened")
         replies = replies[: len(replies) - len(counts)]
         unfolded = [row(raw, session.key) for reply in replies[len(pinned) + len(window) :] for raw in reply][
             :unfolded_limit
@@ -250,9 +244,42 @@ def segments_of(keys: Keys, session_id: str, user_id: str | None, to_seq: int | 
 
 def page(keys: Keys, segs: list[Segment], lo: int, hi: int) -> Op[list[StoredMessage]]:
     def flow(retried: bool) -> Flow[list[StoredMessage]]:
-        return merged((yield Pipe(ranges(keys, segs, lo, hi, limit=PAGE))), segs[-1].session_id)[:PAGE]
+        # Every page is checked whole, not only the open: an evicting Redis can drop a row set at any
+        # command once over maxmemory, so a read after the open can meet a hole the open did not.
+        reads, counts = ranges(keys, segs, lo, hi, limit=PAGE), whole(keys, segs)
+        replies = yield Pipe([*reads, *counts])
+        check_whole(unscoped(segs[-1].session_id), replies[len(reads) :], "read")
+        return merged(replies[: len(reads)], segs[-1].session_id)[:PAGE]
 
     return Op("read messages", flow)
+
+
+def whole(keys: Keys, segs: Sequence[Segment]) -> list[tuple[Any, ...]]:
+    """Commands that say, in the snapshot of the read they join, whether the history of the session (the last of
+    ``segs``) is whole: its record's counts, then how many rows each segment holds (every seq it may hold)."""
+    session = segs[-1].session_id
+    return [("HMGET", keys("s", session), "user", "deleted", "base_count", "count")] + [
+        ("ZCOUNT", keys(kind, seg.session_id), seg.lo, seg.hi) for seg in segs for kind in "mp"
+    ]
+
+
+def check_whole(session_id: str, replies: Sequence[Any], doing: str) -> None:
+    """Raise unless the replies of :func:`whole` show every stored row of ``session_id`` still held.
+
+    Raises:
+        SessionNotFoundError: the session's record is gone (deleted, or evicted with its record).
+        SessionLostError: rows were stored that the server no longer holds.
+    """
+    user, deleted, base, count = replies[0]
+    if user is None or deleted == b"1":
+        raise SessionNotFoundError(session_id)
+    stored = int(base or 0) + int(count or 0)
+    held = sum(int(n) for n in replies[1:])
+    if held != stored:
+        raise SessionLostError(
+            f"Redis session {session_id!r}: {stored} messages were stored, {held} remain (evicted by the server's"
+            f" maxmemory-policy, or deleted outside convmem); it is not {doing} with holes"
+        )
 
 
 def save_state(

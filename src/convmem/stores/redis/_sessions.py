@@ -27,6 +27,7 @@ from ._ops import (
     Op,
     Pipe,
     chain,
+    check_whole,
     history,
     merged,
     optional,
@@ -36,6 +37,7 @@ from ._ops import (
     score,
     stamp,
     user_key,
+    whole,
 )
 from ._rows import BACKEND, member, pairs, record
 
@@ -114,7 +116,10 @@ def export_jsonl(keys: Keys, session_id: str, user_id: str | None) -> Op[bytes]:
     def flow(retried: bool) -> Flow[bytes]:
         session = yield from resolved(keys, session_id, user_id)
         segs = yield from history(keys, session)
-        return export_session(session, merged((yield Pipe(ranges(keys, segs, 0, session.next_seq - 1))), session.key))
+        reads, counts = ranges(keys, segs, 0, session.next_seq - 1), whole(keys, segs)
+        replies = yield Pipe([*reads, *counts])
+        check_whole(session_id, replies[len(reads) :], "exported")  # never an export with holes
+        return export_session(session, merged(replies[: len(reads)], session.key))
 
     return Op(f"export session {session_id!r}", flow)
 

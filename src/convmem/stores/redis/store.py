@@ -18,7 +18,8 @@ Design:
 * Memory policy: at open the store reads the server's ``maxmemory-policy`` and refuses
   (ConfigurationError) one that can evict its keys: ``allkeys-*``, or ``volatile-*`` with ``ttl``
   (see :mod:`convmem.stores.redis._db`). ``allow_eviction=True`` opens anyway, with a warning; a
-  session whose rows were evicted then raises SessionLostError when opened, never opens with holes.
+  session whose rows were evicted then raises SessionLostError when opened, read (every page of
+  ``messages``) or exported, never returns holes.
 * ``ttl``: sessions not written for that long expire (Redis ``PEXPIRE``,
   refreshed on each write, ancestors of a fork included). Index entries of an
   expired session are dropped lazily when met.
