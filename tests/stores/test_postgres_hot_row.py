@@ -105,7 +105,8 @@ def test_the_updates_of_an_append_burst_are_heap_only(pg: tuple[PostgresStore, s
     memory = Memory(store=store, session_id="burst", user_id="u", max_tokens=300)  # evicts: saves state
     for i in range(400):
         memory.add(Message(role="user" if i % 2 == 0 else "assistant", content=f"message {i} about the plan"))
-    # The first add inserts the row, the other 399 update it. The server's statistics arrive from the store's connections when they go idle (up to ~10 s later).
+    # The first add inserts the row, the other 399 update it. The server's statistics arrive from the
+    # store's connections when they go idle (up to ~10 s later).
     deadline = time.monotonic() + 30
     while (counts := _session_updates(schema))[0] < 399 and time.monotonic() < deadline:
         time.sleep(0.5)
