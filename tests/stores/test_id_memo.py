@@ -24,7 +24,10 @@ def _rule_accepts(session_id: str, user_id: str | None) -> bool:
 
 @given(
     st.lists(
-        st.tuples(st.text(max_size=8) | st.sampled_from(["s1", "a/b", ".x", "", "ok"]), st.none() | st.text(max_size=4)),
+        st.tuples(
+            st.text(max_size=8) | st.sampled_from(["s1", "a/b", ".x", "", "ok"]),
+            st.none() | st.text(max_size=4),
+        ),
         max_size=20,
     )
 )
