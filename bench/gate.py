@@ -7,6 +7,9 @@ result, as in ``bench/turns.py``. The gate runs it under ``valgrind --tool=callg
 inside the timed turns: their instructions over N are one turn's, a count that does not move with the
 machine's load. ``--archive M`` gives the memory the default ``RecallBlock`` over M archived messages of its
 user (in process, or ``--backend fts5``), the recall turn of ``bench/recall_turns.py`` counted the same way.
+``--memory`` counts the same turns through another memory, for ratios that the load cannot move: ``sqlite``
+(convmem on a SQLite file, the library's default store), ``minimal`` (``bench/turns.py``'s deque memory) or
+``naive`` (the brief's naive memory, ``../shared/bench/naive_seed_memory.py``, read in place).
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from __future__ import annotations
 import argparse
 import functools
 import random
+from typing import Any
 
 from convmem import Memory
-from turns import BUDGET, workload
+from turns import BUDGET, MinimalMemory, NaiveMemory, workload
 
 _VOCABULARY = (
     "the a I you we it was is to and of in that my for on with at this have but not so just like about what "
@@ -50,14 +54,34 @@ def recall_memory(size: int, backend: str) -> Memory:
     return Memory(max_tokens=BUDGET, user_id=USER, blocks=[RecallBlock(index)], sinks=[index])
 
 
+def make_memory(kind: str, archive: int, backend: str) -> Any:
+    if archive:
+        return recall_memory(archive, backend)
+    if kind == "minimal":
+        return MinimalMemory(BUDGET)
+    if kind == "naive":
+        return NaiveMemory(BUDGET)
+    if kind == "sqlite":
+        import atexit
+        import shutil
+        import tempfile
+        from pathlib import Path
+
+        where = tempfile.mkdtemp(prefix="convmem-gate-")
+        atexit.register(shutil.rmtree, where, True)
+        return Memory(max_tokens=BUDGET, store=str(Path(where) / "gate.db"))
+    return Memory(max_tokens=BUDGET)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--archive", type=int, default=0, help="archived messages a recall block searches")
     parser.add_argument("--backend", choices=("memory", "fts5"), default="memory")
+    parser.add_argument("--memory", choices=("convmem", "sqlite", "minimal", "naive"), default="convmem")
     args = parser.parse_args()
     steps = workload(texts())
-    memory = Memory(max_tokens=BUDGET) if not args.archive else recall_memory(args.archive, args.backend)
+    memory = make_memory(args.memory, args.archive, args.backend)
     filled = 0
     while filled < FILL:
         step = next(steps)

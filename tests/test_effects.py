@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from typing import Any
 
@@ -79,3 +80,46 @@ def test_step_starts_sends_throws_and_wraps_the_end() -> None:
     step(failing, "y")
     with pytest.raises(OSError, match="gone"):
         step(failing, error=OSError("gone"))
+
+
+def test_what_the_flow_raises_in_answer_does_not_chain_the_effect_failure() -> None:
+    """An effect's failure may echo a secret (an SDK error with a key): the flow decides what to keep."""
+
+    def flow() -> Generator[str, Any, None]:
+        with contextlib.suppress(OSError):
+            yield "call"
+        raise ValueError("the flow's own error")
+
+    def perform(effect: str) -> None:
+        raise OSError("sk-secret in the SDK's message")
+
+    with pytest.raises(ValueError, match="the flow's own error") as raised:
+        drive(flow(), perform)
+    assert raised.value.__context__ is None
+    assert raised.value.__cause__ is None
+
+
+def test_drive_runs_a_flow_with_no_effect_and_one_that_recovers() -> None:
+    def empty() -> Generator[str, Any, int]:
+        return 7
+        yield "never"  # a generator all the same
+
+    def recovers() -> Generator[str, Any, str]:
+        try:
+            yield "fails"
+        except OSError:
+            got = yield "again"
+            return f"recovered with {got}"
+        return "not reached"
+
+    calls: list[str] = []
+
+    def perform(effect: str) -> str:
+        calls.append(effect)
+        if effect == "fails":
+            raise OSError("once")
+        return "ok"
+
+    assert drive(empty(), perform) == 7
+    assert drive(recovers(), perform) == "recovered with ok"
+    assert calls == ["fails", "again"]

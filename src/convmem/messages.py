@@ -326,7 +326,7 @@ class Message:
         setattr_(message, "tool_call_id", None)
         setattr_(message, "name", None)
         setattr_(message, "metadata", _EMPTY)
-        setattr_(message, "created_at", as_utc(created_at))
+        setattr_(message, "created_at", created_at if created_at.tzinfo is not None else as_utc(created_at))
         setattr_(message, "id", id)
         setattr_(message, "extra", _EMPTY)
         return message

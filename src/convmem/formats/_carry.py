@@ -45,7 +45,8 @@ def changes(message: Message, fmt: str) -> bool:
         return True
     if fmt == "anthropic" and _empty_turn(message):
         return True
-    if not message.extra and not any(c.extra for c in message.tool_calls):
+    # ``not tool_calls`` first: a text message (every add of a plain turn) then builds no generator.
+    if not message.extra and (not message.tool_calls or not any(c.extra for c in message.tool_calls)):
         return False
     return _foreign(message, fmt)
 

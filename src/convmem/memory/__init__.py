@@ -51,7 +51,7 @@ from ..usage import Usage
 from . import _flows as flow
 from ._base import MemoryBase, store_call
 from ._core import MemoryCore
-from ._effects import Absorb, Effect, Read, Summarize
+from ._effects import Absorb, Effect, Load, Read, Summarize
 from ._flows import Flow
 from ._intake import InputLike, MessageLike
 from .aio import AsyncMemory
@@ -205,20 +205,25 @@ class Memory(MemoryBase[Store]):
         return drive(steps, self._perform)
 
     def _perform(self, effect: Effect) -> Any:
-        if isinstance(effect, Summarize):
-            request = effect.request  # a sync memory refused an async-only summarizer or sink when it was made
-            summarizer = cast(Summarizer, self._core.strategy.summarizer)
-            return summarizer.summarize(request.previous, request.messages, request.max_tokens)
-        if isinstance(effect, Absorb):
-            cast(EvictionSink, effect.sink).absorb(effect.units, session_id=self.session_id, user_id=self.user_id)
-            return None
+        if isinstance(effect, (Summarize, Absorb)):  # one check on the common path (an Append)
+            return self._perform_model(effect)
         try:
             result = store_call(self.store, effect, session_id=self.session_id, user_id=self.user_id, model=self.model)
             # A sync store's messages are an iterator that may fail as it is read: read it here, where a
             # session gone missing is recognized as lost.
-            return self._exact(list(result) if isinstance(effect, Read) else result)
+            if isinstance(effect, (Read, Load)):
+                return self._exact(list(result) if isinstance(effect, Read) else result)
+            return result
         except SessionNotFoundError as exc:
             raise self._lost(exc) from None
+
+    def _perform_model(self, effect: Summarize | Absorb) -> Any:
+        if isinstance(effect, Summarize):
+            request = effect.request  # a sync memory refused an async-only summarizer or sink when it was made
+            summarizer = cast(Summarizer, self._core.strategy.summarizer)
+            return summarizer.summarize(request.previous, request.messages, request.max_tokens)
+        cast(EvictionSink, effect.sink).absorb(effect.units, session_id=self.session_id, user_id=self.user_id)
+        return None
 
 
 def _refuse_async_only(core: MemoryCore) -> None:

@@ -151,7 +151,9 @@ def measure(
         if truncated is None
         else list(zip(truncated.inputs, (t for _, t in request.inputs), strict=True))
     )
+    tools = request.tools
     layout, stable = describe(
+        tools=(tools.key, tools.tokens),
         pinned=(pinned_key, draft.pinned_tokens),
         pinned_count=len(window.pinned),
         placed=placed,
@@ -163,8 +165,6 @@ def measure(
         inputs=inputs,
         request_end=draft.pinned_tokens + summary_tokens + placed.tokens + draft.window_tokens + draft.input_tokens,
     )
-    tools = request.tools
-    layout = layout._replace(system=((tools.key, tools.tokens), *layout.system))
     offsets = stable.offsets
     if tools.tokens:
         offsets = (tools.tokens, *(offset + tools.tokens for offset in offsets))

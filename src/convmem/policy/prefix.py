@@ -158,12 +158,16 @@ class WindowTail:
             unit = self.units[index]
             if unit.last_seq < seq:
                 break
-            tokens += sum(e.tokens for e in unit.entries if e.seq >= seq)
+            if unit.first_seq >= seq:  # the whole unit (the common case: the newest turn): its kept total
+                tokens += unit.tokens
+            else:
+                tokens += sum([e.tokens for e in unit.entries if e.seq >= seq])
         return tokens
 
 
 def describe(
     *,
+    tools: tuple[Any, int],
     pinned: tuple[Any, int],
     pinned_count: int,
     placed: Placed,
@@ -175,12 +179,16 @@ def describe(
     inputs: Sequence[tuple[Message, int]],
     request_end: int,
 ) -> tuple[Layout, Stable]:
-    """The layout and the breakpoints of a context sent in the order pinned, stable blocks, per-turn
-    system blocks, blocks' note, summary, window (``n_window`` messages), inputs, trailing user blocks."""
+    """The layout and the breakpoints of a context sent in the order tools, pinned, stable blocks, per-turn
+    system blocks, blocks' note, summary, window (``n_window`` messages), inputs, trailing user blocks.
+
+    ``tools`` (their key and tokens) heads the layout's system part; the breakpoints' offsets leave them out
+    (the caller adds them where it needs them)."""
     carrier = placed.carrier
     input_tokens = sum([t for _, t in inputs]) if inputs else 0
     layout = Layout(
         (
+            tools,
             pinned,
             (placed.stable.content if placed.stable else None, placed.stable_tokens),
             (placed.turn.content if placed.turn else None, placed.turn_tokens),

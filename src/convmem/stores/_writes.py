@@ -85,12 +85,26 @@ _NAMES_USER = frozenset({"list_sessions", "expire", "import_jsonl"})
 C = TypeVar("C", bound=type)
 
 
+# Pairs of ids that passed the rule. A memory names the same session and user on every append, and the
+# rule (a regex, separator scans) would otherwise run again on every write of every turn. Only exact
+# ``str`` values are kept (a subclass could hash or compare as another id); bounded, cleared when full.
+_CHECKED: dict[tuple[str | None, str | None], None] = {}
+_CHECKED_MAX = 4096
+
+
 def check_ids(session_id: object, user_id: object) -> None:
     """The one id rule of every backend (:func:`convmem.limits.check_id`); ``user_id`` None is no user."""
+    plain = (session_id is None or type(session_id) is str) and (user_id is None or type(user_id) is str)
+    if plain and (session_id, user_id) in _CHECKED:
+        return
     if session_id is not None:
         check_id(session_id, "session_id")
     if user_id is not None:
         check_id(user_id, "user_id", session=False)
+    if plain:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED[(session_id, user_id)] = None  # type: ignore[index]  # both are str or None (``plain``)
 
 
 def _ids_of(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

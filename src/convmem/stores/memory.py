@@ -222,7 +222,15 @@ class MemoryStore:
                 admit(request, None, deleted=session is not None)
             else:
                 admit(request, (session.next_seq, session.state.version))
-            if session is not None and (session.parent_id is not None or any(m.id in session.ids for m, _ in messages)):
+            held = session is not None and session.parent_id is not None
+            if session is not None and not held:
+                ids = session.ids
+                for message, _ in messages:  # a loop, not any(genexpr): this runs on every append
+                    if message.id in ids:
+                        held = True
+                        break
+            if held:
+                assert session is not None
                 again = replayed(session_id, messages, self._stored(session, [m.id or "" for m, _ in messages]))
                 if again is not None:
                     return again
