@@ -128,13 +128,15 @@ def lme_sample(data: Sequence[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     return [ordered[int(i * step)] for i in range(n)]
 
 
-def datasets(names: str = "locomo,lme", lme_questions: int | None = None) -> list[Dataset]:
+def datasets(
+    names: str = "locomo,lme", lme_questions: int | None = None, locomo_conversations: int | None = None
+) -> list[Dataset]:
     """The datasets named (``locomo``, ``lme``), those whose files exist; ``lme_questions`` subsamples
-    LongMemEval (``lme_sample``)."""
+    LongMemEval (``lme_sample``), ``locomo_conversations`` keeps LoCoMo's first conversations."""
     out: list[Dataset] = []
     for name in names.split(","):
         if name == "locomo" and _locomo.LOCOMO.exists():
-            out.append(LoCoMo())
+            out.append(LoCoMo(_locomo.load()[:locomo_conversations] if locomo_conversations else None))
         elif name == "lme" and _lme.LME.exists():
             data = _lme.load()
             out.append(LongMemEval(lme_sample(data, lme_questions) if lme_questions else data))

@@ -342,6 +342,12 @@ def main() -> None:
         action="store_true",
         help="hybrid: tune only the fusion constants per fold, from the shipped lexical constants (a cheaper run)",
     )
+    parser.add_argument(
+        "--locomo-conversations",
+        type=int,
+        metavar="N",
+        help="LoCoMo: only its first N conversations (one fold each; a subsample for slow embedders)",
+    )
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument(
         "--only",
@@ -357,7 +363,7 @@ def main() -> None:
         "at each, the trade-off between the sets (only this is run)",
     )
     args = parser.parse_args()
-    sets = datasets(args.datasets, args.lme_questions)
+    sets = datasets(args.datasets, args.lme_questions, args.locomo_conversations)
     if not sets:
         sys.exit("no dev set found (see bench/_locomo.py and bench/_lme.py for where they are looked for)")
     embedder = make_embedder(args.embedder)
