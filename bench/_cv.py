@@ -220,6 +220,8 @@ def on_both(parts: Sequence[tuple[Evaluator, Sequence[str]]], weights: Sequence[
 
 def ascend(score: Score, space: Mapping[str, Sequence[Any]], start: Config, passes: int = 1) -> Config:
     """Coordinate ascent over ``space`` from ``start``: each value tried in turn, kept if it strictly improves."""
+    if not space:  # nothing to tune (dense alone): no score needed, and a single fold has no others to score on
+        return start
     config = start
     best = score(config)
     for _ in range(passes):

