@@ -35,12 +35,13 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from ...errors import ConfigurationError, DecryptionError, SessionNotFoundError
+from ...errors import ConfigurationError, ConflictError, DecryptionError, SessionNotFoundError, StaleSessionError
 from ...longterm.blocks.store import BlockStore
-from ...messages import StoredMessage
+from ...messages import StoredMessage, same_message
 from ...session import LoadedSession, SessionInfo, SessionState
 from .._export import export_line, export_session, parse_export, parse_line
 from .._forget import ForgetReceipt
+from .._writes import ids_checked
 from ..base import AppendRequest
 from ..codec import decode_state, dumps, encode_state, loads
 from ._rows import key_of, open_message, open_state, seal_message, seal_state
@@ -50,6 +51,7 @@ from .longterm import EncryptedBlockStore, EncryptedFactStore
 __all__ = ["EncryptedStore"]
 
 
+@ids_checked  # the one id rule first, as every backend: before an id is sealed into anything
 class EncryptedStore:
     """A :class:`~convmem.stores.base.SessionStore` (and long-term stores) sealing every row by its user's key.
 
@@ -92,7 +94,28 @@ class EncryptedStore:
         key = self._keys.current(user, checked=request.expected_seq in (None, 0))
         messages = [(seal_message(key, user, session, m), tokens) for m, tokens in request.messages]
         state = None if request.state is None else seal_state(key, user, session, request.state)
-        return list(self._store.append(replace(request, messages=messages, state=state)))
+        try:
+            return list(self._store.append(replace(request, messages=messages, state=state)))
+        except StaleSessionError:
+            raise
+        except ConflictError:
+            # A row of shared history was sealed in the session it was written to (a fork's parent), so a
+            # retry of it through the fork seals to other bytes: decide the retry on the plaintext instead.
+            seqs = self._replayed(request)
+            if seqs is None:
+                raise
+            return seqs
+
+    def _replayed(self, request: AppendRequest) -> list[int] | None:
+        wanted = {m.id: m for m, _ in request.messages}
+        found = {
+            r.message.id: r
+            for r in self.messages(request.session_id, user_id=request.user_id)
+            if r.message.id in wanted
+        }
+        if len(found) != len(wanted) or not all(same_message(found[i].message, m) for i, m in wanted.items()):
+            return None
+        return [found[m.id].seq for m, _ in request.messages]
 
     def save_state(
         self, session_id: str, state: SessionState, *, expected_version: int, user_id: str | None = None
