@@ -80,8 +80,11 @@ def test_everything_written_round_trips_on_every_backend(
     assert [(r.message, r.tokens) for r in map(parse_line, lines[1:])] == written
     # What the backend holds is sealed: no content, no summary, no fact or block text in the clear.
     for row in inner.messages("s", user_id=user):
-        assert isinstance(row.message.content, str) and row.message.content.startswith("cm1.")
-        assert not row.message.metadata and not row.message.extra and row.message.name is None
+        assert isinstance(row.message.content, str)
+        assert row.message.content.startswith("cm1.")
+        assert not row.message.metadata
+        assert not row.message.extra
+        assert row.message.name is None
     assert inner.load("s", user_id=user).state.summary.text.startswith("cm1.")
     assert all(f.text.startswith("cm1.") and f.subject is None for f in inner.facts().list_facts(user_id=user))
     assert [b.value[:4] for b in inner.blocks().list_blocks(user) if b.name != KEY_BLOCK] == ["cm1."]
@@ -107,7 +110,9 @@ def _seed(store: Any, user: str) -> list[str]:
     store.append(AppendRequest(fork.id, said("f", 2), user_id=user, expected_seq=3))
     words.append(canary())
     summary = SummaryRecord(f"summary of {words[-1]}", 0, 1, 5, T0)
-    store.save_state("chat", SessionState(window_start=2, folded_to=1, summary=summary), expected_version=0, user_id=user)
+    store.save_state(
+        "chat", SessionState(window_start=2, folded_to=1, summary=summary), expected_version=0, user_id=user
+    )
     words += [canary(), canary()]
     store.facts().write_facts([Fact("f1", user, f"likes {words[-2]}", T0, T0, subject=f"{words[-1]}")], [])
     for version in range(2):
@@ -160,7 +165,7 @@ def test_rotation_under_a_concurrent_writer_loses_nothing(kind: str, tmp_path: P
                         texts = expected[user].setdefault(session, [])
                         _chat(writer, user, session, [f"{user} {session} {step}"], start=len(texts))
                         texts.append(f"{user} {session} {step}")
-            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            except BaseException as exc:  # reported by the main thread
                 failures.append(exc)
 
         thread = threading.Thread(target=write)
@@ -177,7 +182,10 @@ def test_rotation_under_a_concurrent_writer_loses_nothing(kind: str, tmp_path: P
         # The old KEK can go: everything, before and during the rotation, opens with the new one alone.
         after = EncryptedStore(inner, new.without("k1"))
         for user in users:
-            got = {s.id: [r.message.content for r in after.messages(s.id, user_id=user)] for s in after.list_sessions(user_id=user)}
+            got = {
+                s.id: [r.message.content for r in after.messages(s.id, user_id=user)]
+                for s in after.list_sessions(user_id=user)
+            }
             assert got == expected[user]
             assert after.rotate(user_id=user) is False  # nothing left wrapped by k1
 
@@ -264,7 +272,8 @@ def test_a_key_ring_refuses_bad_keys_and_round_trips_its_file(tmp_path: Path, mo
     path.write_text(ring.to_json())
     monkeypatch.setenv("CONVMEM_KEY_FILE", str(path))
     loaded = KeyRing.from_env()
-    assert loaded is not None and loaded.ids == ("k1", "k2") and loaded.primary == "k2"
+    assert loaded is not None
+    assert (loaded.ids, loaded.primary) == (("k1", "k2"), "k2")
     monkeypatch.setenv("CONVMEM_KEY_FILE", "")
     assert KeyRing.from_env() is None
     path.write_text('{"keys": {"k1": "not base64!"}}')

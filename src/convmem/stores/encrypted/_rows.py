@@ -90,7 +90,7 @@ def seal_state(key: DataKey, user_id: str | None, session_id: str, state: Sessio
     summary = state.summary
     if summary is None:
         return state
-    inner = {"text": summary.text}
+    inner: dict[str, Any] = {"text": summary.text}
     if summary.message is not None:
         inner["message"] = encode_message(summary.message)
     text = seal(key, aad("summary", user_id), dumps(inner).encode(), origin=session_id)

@@ -171,7 +171,9 @@ class KeyRing:
         except Exception as exc:  # cryptography's InvalidTag; a short blob is a ValueError
             if isinstance(exc, ConfigurationError):
                 raise
-            raise DecryptionError(f"{what}: key {key_id!r} of the ring does not open it (a wrong key, or altered)") from None
+            raise DecryptionError(
+                f"{what}: key {key_id!r} of the ring does not open it (a wrong key, or altered)"
+            ) from None
 
     def __repr__(self) -> str:
         return f"KeyRing(ids={self.ids!r}, primary={self._primary!r})"

@@ -43,7 +43,7 @@ from .._export import export_line, export_session, parse_export, parse_line
 from .._forget import ForgetReceipt
 from .._writes import ids_checked
 from ..base import AppendRequest
-from ..codec import decode_state, dumps, encode_state, loads
+from ..codec import READ_ERRORS, corrupt, decode_state, dumps, encode_state, loads
 from ._rows import key_of, open_message, open_state, seal_message, seal_state
 from .keys import DataKeys, KeyRing
 from .longterm import EncryptedBlockStore, EncryptedFactStore
@@ -155,11 +155,14 @@ class EncryptedStore:
 
     def export_jsonl(self, session_id: str, *, user_id: str | None = None) -> bytes:
         lines = bytes(self._store.export_jsonl(session_id, user_id=user_id)).splitlines()
-        header = loads(lines[0])
-        reader = _Reader(self, user_id, header["session"]["id"], None)
-        stored = decode_state(header["state"])
-        header["state"] = encode_state(reader.state(stored), with_version=True)
-        rows = [export_line(reader.row(parse_line(line))) for line in lines[1:] if line]
+        try:  # the backend's own export, so damage here is damage in the backend's rows
+            header = loads(lines[0])
+            reader = _Reader(self, user_id, header["session"]["id"], None)
+            stored = decode_state(header["state"])
+            header["state"] = encode_state(reader.state(stored), with_version=True)
+            rows = [export_line(reader.row(parse_line(line))) for line in lines[1:] if line]
+        except READ_ERRORS as exc:
+            raise corrupt("encrypted", session_id, None, exc) from None
         return b"".join([(dumps(header) + "\n").encode(), *rows])
 
     # -- what needs no key ----------------------------------------------------------------------------
