@@ -24,7 +24,7 @@ from ...longterm.blocks.store import BlockRecord
 from ...longterm.facts.model import Fact
 from ...messages import Message, ToolCall
 from ...session import SessionState, SummaryRecord
-from ..codec import decode_message, dumps, encode_message, loads
+from ..codec import decode_message, dumps, encode_datetime, encode_message, loads
 from .keys import DataKey, aad, open_sealed, parse_sealed, seal
 
 __all__ = [
@@ -77,11 +77,12 @@ def open_message(key: DataKey, user_id: str | None, stored: Message) -> tuple[Me
     if not isinstance(value, dict):
         raise DecryptionError(f"{what}: its decrypted value is not what this version reads")
     value["role"], value["id"] = stored.role, stored.id
+    if stored.created_at is not None:
+        value["created_at"] = encode_datetime(stored.created_at)  # decoded with the rest: one Message built
     try:
-        message = decode_message(value)
+        return decode_message(value), origin
     except ValueError:
         raise DecryptionError(f"{what}: its decrypted value is not what this version reads") from None
-    return replace(message, created_at=stored.created_at), origin
 
 
 # -- session state -----------------------------------------------------------------------------------

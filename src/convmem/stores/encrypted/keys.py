@@ -189,17 +189,19 @@ class DataKey:
     id: str
     secret: bytes = field(repr=False)
     nonce_key: bytes = field(repr=False)
+    aead: Any = field(repr=False, compare=False)  # the AESGCM object, built once: building it per row is slow
 
     @classmethod
     def of(cls, key_id: str, secret: bytes) -> DataKey:
-        return cls(key_id, secret, hmac.new(secret, b"convmem/v1 nonce", hashlib.sha256).digest())
+        nonce_key = hmac.new(secret, b"convmem/v1 nonce", hashlib.sha256).digest()
+        return cls(key_id, secret, nonce_key, _aesgcm(secret))
 
 
 def seal(key: DataKey, context: bytes, plaintext: bytes, *, origin: str = "") -> str:
     """``plaintext`` encrypted and authenticated with ``context`` (and ``origin``, stored in the clear beside it)."""
     bound = context + b"\x00" + origin.encode()
     nonce = hmac.new(key.nonce_key, bound + b"\x00" + plaintext, hashlib.sha256).digest()[:12]
-    body = nonce + _aesgcm(key.secret).encrypt(nonce, plaintext, bound)
+    body = nonce + key.aead.encrypt(nonce, plaintext, bound)
     return f"{_PREFIX}{key.id}.{_b64(origin.encode())}.{_b64(body)}"
 
 
@@ -220,7 +222,7 @@ def open_sealed(key: DataKey, context: bytes, text: object, what: str) -> tuple[
     if key_id != key.id:
         raise DecryptionError(f"{what} was sealed by data key {key_id!r}, not the user's ({key.id!r}): it is lost")
     try:
-        plain = _aesgcm(key.secret).decrypt(body[:12], body[12:], context + b"\x00" + origin.encode())
+        plain = key.aead.decrypt(body[:12], body[12:], context + b"\x00" + origin.encode())
     except Exception as exc:
         if isinstance(exc, ConfigurationError):
             raise
