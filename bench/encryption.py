@@ -49,7 +49,10 @@ def main() -> None:
     args = parser.parse_args()
     ring = KeyRing.generate()
     print(f"{args.messages} messages of {len(TEXT) + 5} characters, {args.repeats} repeats")
-    print("| backend | plain append ms/msg | encrypted append ms/msg | ratio | plain read ms | encrypted read ms | ratio |")
+    print(
+        "| backend | plain append ms/msg | encrypted append ms/msg | ratio "
+        "| plain read ms | encrypted read ms | ratio |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for kind in ("memory", "sqlite"):
         times: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
