@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,3 +166,50 @@ def test_postgres_and_redis_stores_never_show_the_password(tmp_path: Path, caplo
         _clean(repr(Settings.of(f"redis://:{SECRET}@127.0.0.1:6379/0", 1.0, 0.0, 4)))
     finally:
         drop_prefixes({prefix})
+
+
+def test_the_key_ring_never_shows_a_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import base64
+    import pickle
+
+    from convmem.errors import ConfigurationError
+    from convmem.stores import SQLiteStore
+    from convmem.stores.base import AppendRequest
+    from convmem.stores.encrypted import EncryptedStore, KeyRing
+
+    raw = bytes(range(100, 132))
+    forms = [raw.hex(), base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode().rstrip("="), repr(raw)]
+
+    def clean(*texts: str) -> None:
+        for text in texts:
+            for form in forms:
+                assert form not in text, text
+
+    def raises_clean(call: Any) -> ConvmemError:
+        with caplog.at_level(logging.DEBUG), pytest.raises(ConvmemError) as info:
+            call()
+        clean(*_texts(info.value), *(r.getMessage() for r in caplog.records if r.name.startswith("convmem")))
+        return info.value
+
+    ring = KeyRing({"k1": raw})
+    inner = SQLiteStore(tmp_path / "db.sqlite")
+    store = EncryptedStore(inner, ring)
+    store.append(AppendRequest("chat", [(Message(role="user", content="hi", id="m0"), 2)], user_id="alice"))
+    data_key = store._keys.current("alice")
+    clean(repr(ring), str(ring), repr(store), repr(store.facts()), repr(store.blocks()), repr(store._keys))
+    clean(repr(data_key), data_key.secret.hex())  # the data key's own repr hides it too
+    assert data_key.secret.hex() not in repr(data_key)
+    with pytest.raises(TypeError):
+        pickle.dumps(ring)
+    # A wrong key of the same id, a short key, a key file whose content is damaged: named, and never echoed.
+    wrong = bytes(range(1, 33))
+    forms.append(wrong.hex())
+    raises_clean(lambda: EncryptedStore(inner, KeyRing({"k1": wrong})).load("chat", user_id="alice"))
+    error = raises_clean(lambda: KeyRing({"k1": raw[:20]}))
+    assert isinstance(error, ConfigurationError)
+    bad = tmp_path / "keys.json"
+    bad.write_text('{"keys": {"k1": "' + base64.b64encode(raw).decode() + '!"}}')
+    raises_clean(lambda: KeyRing.from_file(bad))
+    bad.write_text('{"keys": ["' + base64.b64encode(raw).decode() + '"]}')
+    raises_clean(lambda: KeyRing.from_file(bad))
+    store.close()

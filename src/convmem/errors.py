@@ -19,6 +19,7 @@ they enter the library, in one place per adapter::
      |   |- SessionLostError               a session a writer was using vanished (reset server, deleted)
      |   |- DamagedSessionError            a stored session no add could have made (names the session)
      |   |- MissingDatabaseError           a read-only command pointed at a database that does not exist
+     |   |- DecryptionError                encrypted data the keys given cannot open: a lost or wrong key, or altered
      |   `- ConflictError                  an optimistic check lost, or a message id holds other content
      |       `- StaleSessionError          another writer changed the session first: catch up, retry
      |- LLMError                           summarizer, extractor or embedder failed
@@ -57,6 +58,7 @@ __all__ = [
     "ContextOverflowError",
     "ConvmemError",
     "DamagedSessionError",
+    "DecryptionError",
     "InvalidFactError",
     "InvalidIdError",
     "InvalidMessageError",
@@ -238,6 +240,14 @@ class MissingDatabaseError(StoreError):
     """A command that only reads was pointed at a database that does not exist (nothing was created)."""
 
 
+class DecryptionError(StoreError):
+    """Encrypted data that the key ring given cannot open: its key is lost or wrong, or the data was altered.
+
+    Raised instead of returning anything: a row is either decrypted and authenticated or refused. The
+    text names what was read (the kind, the user, the session or row) and why, never a key.
+    """
+
+
 class ConflictError(StoreError):
     """A write was refused because the store holds something else: a newer state, or other content under an id."""
 
@@ -334,6 +344,9 @@ PROBLEMS: Mapping[type[ConvmemError], Problem] = {
     SessionLostError: Problem(409, "session-lost", "Session lost"),
     DamagedSessionError: Problem(409, "damaged-session", "Damaged session", ("session_id",)),
     MissingDatabaseError: Problem(404, "missing-database", "No such database", hidden="the database does not exist"),
+    DecryptionError: Problem(
+        500, "undecryptable", "Stored data cannot be decrypted", hidden="the stored data cannot be decrypted"
+    ),
     ConflictError: Problem(409, "conflict", "Conflict"),
     StaleSessionError: Problem(409, "stale-session", "Another writer changed the session"),
     LLMError: Problem(

@@ -33,6 +33,7 @@ from convmem.errors import (
     ContextOverflowError,
     ConvmemError,
     DamagedSessionError,
+    DecryptionError,
     InvalidFactError,
     InvalidIdError,
     InvalidMessageError,
@@ -88,6 +89,7 @@ SAMPLES: dict[type[ConvmemError], Callable[[str], ConvmemError]] = {
     SessionLostError: lambda sid: SessionLostError(f"the store lost session {sid!r}; nothing was written"),
     DamagedSessionError: lambda sid: DamagedSessionError(sid, "its stored window starts at a tool result (seq 2)"),
     MissingDatabaseError: lambda sid: MissingDatabaseError(f"no database at /srv/secret/{sid}.db"),
+    DecryptionError: lambda sid: DecryptionError(f"session {sid!r}, message 'm1': it does not authenticate"),
     ConflictError: lambda sid: ConflictError(f"message id {sid}.m1 holds other content"),
     StaleSessionError: lambda sid: StaleSessionError(f"session {sid!r} changed; this writer holds version 3"),
     LLMError: lambda sid: LLMError(

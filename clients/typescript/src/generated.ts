@@ -603,6 +603,12 @@ export const PROBLEMS = {
     "status": 503,
     "title": "Store unavailable"
   },
+  "undecryptable": {
+    "attributes": [],
+    "name": "DecryptionError",
+    "status": 500,
+    "title": "Stored data cannot be decrypted"
+  },
   "unknown-model": {
     "attributes": [
       "model",

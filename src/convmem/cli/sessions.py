@@ -80,6 +80,7 @@ def _store(db: str | None, user: str | None = None, *, creates: bool = False) ->
             )
         plain = db is not None and "://" not in db and db not in ("memory", "sqlite")
         store = SQLiteStore(str(path or db)) if plain else open_store(db)  # a path as typed: ~ expanded
+        store = _with_key(store)
         yield store
     except SessionNotFoundError as exc:
         hint = "" if user is not None else "; a session saved with a user id needs -u USER"
@@ -95,6 +96,14 @@ def _store(db: str | None, user: str | None = None, *, creates: bool = False) ->
     finally:
         if store is not None:
             store.close()
+
+
+def _with_key(store: SessionStore) -> SessionStore:
+    """The store encrypted at rest when ``$CONVMEM_KEY_FILE`` names a key file (the extra ``crypto``)."""
+    from ..stores.encrypted import EncryptedStore, KeyRing
+
+    ring = KeyRing.from_env()
+    return store if ring is None else EncryptedStore(store, ring)
 
 
 @sessions_app.command("list", cls=PlainCommand)

@@ -13,6 +13,7 @@ every worker sees what every other one archived.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,6 +26,7 @@ from ..longterm.recall.index import RecallIndex
 from ..longterm.recall.store import RecallStore
 from ..messages import StoredMessage
 from ..stores import SessionStore, open_store, split_store_url
+from ..stores.encrypted.keys import ENV_VAR
 from ..stores.memory import MemoryStore
 
 __all__ = ["Backend", "RecallSink", "open_backend"]
@@ -46,6 +48,11 @@ class Backend:
 
 def open_backend(spec: str | None, *, schema: str | None = None, prefix: str | None = None) -> Backend:
     """Open ``spec`` (see :func:`convmem.stores.open_store`) in a PostgreSQL ``schema`` or under a Redis ``prefix``."""
+    if os.environ.get(ENV_VAR):  # never a service that looks encrypted and writes in the clear
+        raise ConfigurationError(
+            f"the service does not encrypt at rest yet: unset ${ENV_VAR} to serve (the CLI's sessions, forget "
+            "and mcp commands read it), or wrap the store in EncryptedStore in your own application"
+        )
     if spec is not None and spec.startswith(("postgresql://", "postgres://")):
         from ..stores.postgres import PostgresBlockStore, PostgresFactStore, PostgresRecallStore, PostgresStore
 

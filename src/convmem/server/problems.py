@@ -28,6 +28,7 @@ SessionLostError         409     ``session-lost``
 DamagedSessionError      409     ``damaged-session`` (+ session_id)
 ConflictError            409     ``conflict``
 StaleSessionError        409     ``stale-session``
+DecryptionError          500     ``undecryptable``
 StoreError               503     ``store-unavailable``
 LLMError                 502     ``llm-failed`` (+ endpoint, llm_status, usage)
 ServiceError             own     its own (+ its extra members)
