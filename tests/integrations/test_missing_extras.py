@@ -13,6 +13,7 @@ CASES = [
     ("convmem.integrations.agents", "agents", "agents"),
     ("convmem.integrations.langchain", "langchain_core", "langchain"),
     ("convmem.integrations.langgraph_store", "langgraph", "langchain"),
+    ("convmem.integrations.langgraph_checkpoint", "langgraph", "langchain"),
     ("convmem.integrations.llamaindex", "llama_index", "llamaindex"),
     ("convmem.integrations.pydantic_ai", "pydantic_ai", "pydantic-ai"),
     ("convmem.integrations.adk", "google.adk", "adk"),
