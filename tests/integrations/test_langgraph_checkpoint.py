@@ -151,3 +151,71 @@ async def test_an_async_store_refuses_the_sync_calls(tmp_path: Path) -> None:
 def test_a_store_without_tables_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="SQLite, PostgreSQL or Redis store, got MemoryStore"):
         ConvmemSaver(MemoryStore())
+
+
+# -- a real agent loop across a restart ----------------------------------------------------------------
+LOOP_TURNS = 6  # per process: 6 turns of 5 messages (user, two calls, two results... see _langgraph_loop)
+
+
+def _url(kind: str, where: Path) -> tuple[str, Any]:
+    if kind == "sqlite":
+        return f"sqlite:///{where}/loop.db", lambda: None
+    if kind == "postgres":
+        schema = schema_for(where)
+        return f"{PG_URL}?schema={schema}", lambda: drop_schemas({schema})
+    prefix = prefix_for(where)
+    return f"{REDIS_URL}?prefix={prefix}", lambda: drop_prefixes({prefix})
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+def test_a_stategraph_agent_resumes_its_thread_in_a_new_process(
+    kind: str, tmp_path: Path, offline_tiktoken: Path
+) -> None:
+    """Turns 0-5 in a child process, 6-11 here on new objects: the state comes back from the checkpointer,
+    the memory holds every message once, and every request of both processes is within the budget."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.integrations._langgraph_loop import SYSTEM, run_turns
+
+    url, drop = _url(kind, tmp_path)
+    try:
+        out = tmp_path / "first.json"
+        cmd = [sys.executable, "-m", "tests.integrations._langgraph_loop", url, "0", str(LOOP_TURNS), str(out)]
+        subprocess.run(cmd, check=True, cwd=Path(__file__).parents[2], timeout=300)
+        first = json.loads(out.read_text())
+        assert first["messages"] == 5 * LOOP_TURNS
+
+        sizes, messages = run_turns(url, LOOP_TURNS, LOOP_TURNS)
+        # The checkpointer gave the new process the whole thread: every message of both processes, once.
+        assert len(messages) == 5 * 2 * LOOP_TURNS
+        assert len({m.id for m in messages}) == len(messages)
+        texts = [m.text for m in messages if m.type == "human"]
+        assert texts == [f"Turn {t}: how is the weather?" for t in range(2 * LOOP_TURNS)]
+
+        store = _open_url(url)
+        try:
+            stored = [m.message for m in store.messages("t1")]
+            assert [m.role for m in stored].count("system") == 1
+            assert stored[0].text == SYSTEM
+            # The hook added each state message once, in order, across processes; the last answer reaches the
+            # memory with the next model call (the hook runs before each call), as in one process.
+            assert [m.id for m in stored[1:]] == [m.id for m in messages[:-1]]
+            checkpoints = list(ConvmemSaver(store).list({"configurable": {"thread_id": "t1"}}))
+            assert len(checkpoints) > 2 * LOOP_TURNS
+        finally:
+            store.close()
+        every = first["sizes"] + sizes  # each already checked within the limit by the model (check_request)
+        assert len(every) == 2 * 2 * LOOP_TURNS
+        limit = 2_000 - 300
+        assert max(every) > limit // 2  # the budget was reached, so keeping within it is the hook's doing
+        print(f"\nlanggraph+ConvmemSaver[{kind}]: limit {limit}; largest request {max(every)}")
+    finally:
+        drop()
+
+
+def _open_url(url: str) -> Any:
+    from convmem.stores import open_store
+
+    return open_store(url)
