@@ -210,3 +210,36 @@ def test_a_delete_or_a_new_value_before_the_expiry() -> None:
     item = store.get(ns, "b")
     assert item is not None
     assert item.value == {"v": 2}
+
+
+def test_the_recall_namespace_searches_the_users_archive(tmp_path: Path, offline_tiktoken: Path) -> None:
+    backing = open_store(f"sqlite:///{tmp_path}/archive.db")
+    for user, city in (("alice", "Lisbon"), ("bob", "Oslo")):
+        memory = Memory(model="gpt-4o", max_tokens=400, store=backing, user_id=user, recall=True)
+        memory.add({"role": "user", "content": f"My sister lives in {city} and plays the cello."})
+        for n in range(20):  # enough to evict the first message into the archive
+            memory.add({"role": "user", "content": f"Filler message {n} about nothing in particular, " * 3})
+        memory.close()
+    store = ConvmemStore(backing, recall="archive")
+    found = store.search(("alice", "archive"), query="where does my sister live")
+    assert found
+    assert "Lisbon" in found[0].value["text"]
+    assert found[0].value["role"] == "user"
+    assert found[0].score is not None
+    assert all("Oslo" not in i.value["text"] for i in found)  # bob's archive is bob's
+    again = store.get(("alice", "archive"), found[0].key)
+    assert again is not None
+    assert again.value == found[0].value
+    assert store.search(("alice", "archive"), query="sister", filter={"role": "assistant"}) == []
+    assert store.get(("bob", "archive"), found[0].key) is None
+    with pytest.raises(ConfigurationError, match="written by the memory"):
+        store.put(("alice", "archive"), "k", {"text": "planted"})
+    with pytest.raises(ConfigurationError, match="written by the memory"):
+        store.delete(("alice", "archive"), found[0].key)
+    with pytest.raises(ConfigurationError, match="needs a query"):
+        store.search(("alice", "archive"))
+    store.put(("alice", "memories"), "k", {"a": 1})  # other namespaces are still facts
+    assert store.get(("alice", "memories"), "k") is not None
+    with pytest.raises(ConfigurationError, match="namespace label"):
+        ConvmemStore(backing, recall="")
+    backing.close()

@@ -14,6 +14,13 @@ the items into its context, and every change is kept in the fact's history::
     put(ns, key, None) / delete       ->  the fact ends (``Facts.invalidate``: kept in the history, not deleted)
     get / search / list_namespaces    ->  the user's facts valid now, read in one call per user per batch
 
+With ``recall="archive"``, a namespace whose last label is ``archive`` (and that names the user, as
+``("alice", "archive")``) is the user's convmem archive, read only: what every ``Memory(recall=True)``
+of the user evicted, in every session. ``search(query=...)`` there is convmem's recall (BM25 with its
+ranking steps, hybrid with the store's vectors), each hit an item keyed ``<session>:<message id>``
+with ``{"role", "text", "session_id", "seq"}``; ``get`` reads one (a scan of the user's archive); a put
+or a delete there is refused: the archive is written by the memory, never by the graph.
+
 TTLs (minutes, LangGraph's unit) map to the fact's validity: an item put with ``ttl`` expires
 ``ttl`` minutes after its last write, or its last read when ``refresh_ttl`` (LangGraph's default,
 or ``ttl_config["refresh_on_read"]``); a read moves the expiry by writing a new version of the
@@ -86,6 +93,7 @@ class ConvmemStore(BaseStore):
         ttl_config: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes) for puts that name none,
             ``refresh_on_read`` (default True).
         clock: the time now (aware); the facts' times and every expiry are read from it.
+        recall: the last namespace label that names the user's recall archive (None: no archive namespace).
     """
 
     supports_ttl = True
@@ -97,6 +105,7 @@ class ConvmemStore(BaseStore):
         user_at: int | None = 0,
         ttl_config: TTLConfig | None = None,
         clock: Callable[[], datetime] | None = None,
+        recall: str | None = None,
     ) -> None:
         if user_at is not None and (isinstance(user_at, bool) or not isinstance(user_at, int) or user_at < 0):
             raise ConfigurationError(f"user_at must be a namespace position (0 or more) or None, got {user_at!r}")
@@ -104,6 +113,15 @@ class ConvmemStore(BaseStore):
         if default is not None and not (isinstance(default, (int, float)) and 0 < default < 10**8):
             raise ConfigurationError(f"ttl_config['default_ttl'] must be minutes above 0, got {default!r}")
         facts = store.facts() if callable(getattr(store, "facts", None)) else store
+        self.recall, self._archive = recall, None
+        if recall is not None:
+            if not isinstance(recall, str) or not recall or "." in recall:
+                raise ConfigurationError(f"recall must be a namespace label (no '.'), got {recall!r}")
+            if not callable(getattr(store, "recall", None)):
+                raise ConfigurationError("recall= needs a convmem store with recall documents (store.recall())")
+            from ..longterm.recall import RecallIndex
+
+            self._archive = RecallIndex(store=store.recall())
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self.facts = Facts(facts, clock=self.clock)
         self.user_at = user_at
@@ -126,7 +144,10 @@ class ConvmemStore(BaseStore):
 
         results: list[Result] = []
         for op in ops:
-            if isinstance(op, GetOp):
+            space = op.namespace_prefix if isinstance(op, SearchOp) else getattr(op, "namespace", ())
+            if self._archive is not None and space and space[-1] == self.recall:
+                results.append(self._read_archive(op, self._user(space[:-1], searching=True)))
+            elif isinstance(op, GetOp):
                 user = self._user(op.namespace)
                 items = view(user)
                 fact = items.get(_subject(op.namespace, op.key))
@@ -195,6 +216,26 @@ class ConvmemStore(BaseStore):
             update = FactUpdate(current.id, text, subject=subject, metadata={KEY: meta})
             items[subject] = self.facts.apply([update], user_id=user).added[-1]
 
+    # -- the recall archive ---------------------------------------------------------------------
+    def _read_archive(self, op: Op, user: str | None) -> Result:
+        assert self._archive is not None
+        if isinstance(op, PutOp):
+            raise ConfigurationError(
+                f"the {self.recall!r} namespace is the user's recall archive, written by the memory (the messages it "
+                "evicts), never by the graph: put and delete facts in another namespace"
+            )
+        if isinstance(op, SearchOp):
+            if not op.query:
+                raise ConfigurationError(f"a search of the recall archive ({self.recall!r}) needs a query")
+            hits = self._archive.search(op.query, user_id=user, k=min(1_000, op.offset + op.limit))
+            items = [_doc_item(op.namespace_prefix, h.doc, h.score) for h in hits]
+            kept = [i for i in items if not op.filter or all(_matches(i.value.get(k), f) for k, f in op.filter.items())]
+            return kept[op.offset : op.offset + op.limit]
+        assert isinstance(op, GetOp)
+        docs = self._archive.store.load_docs(user) if self._archive.store is not None else []
+        doc = next((d for d in docs if f"{d.session_id}:{d.message_id}" == op.key), None)
+        return None if doc is None else _doc_item(op.namespace, doc, None)
+
     # -- TTLs ----------------------------------------------------------------------------------
     def _replace(self, fact: Fact, meta: dict[str, Any], user: str | None, *, reason: str) -> Fact:
         ops: list[FactOperation] = [
@@ -251,6 +292,11 @@ class ConvmemStore(BaseStore):
         if op.max_depth is not None:
             kept = list({ns[: op.max_depth] for ns in kept})
         return sorted(kept)[op.offset : op.offset + op.limit]
+
+
+def _doc_item(namespace: tuple[str, ...], doc: Any, score: float | None) -> SearchItem:
+    value = {"role": doc.role, "text": doc.text, "session_id": doc.session_id, "seq": doc.seq}
+    return SearchItem(namespace, f"{doc.session_id}:{doc.message_id}", value, doc.created_at, doc.created_at, score)
 
 
 def _ttl(fact: Fact) -> float | None:
