@@ -30,9 +30,11 @@ from agent_framework import (
 )
 from agent_framework._tools import FunctionInvocationLayer
 
-from convmem import InvalidMessageError, Memory
+from convmem import ConfigurationError, InvalidMessageError, Memory
 from convmem.formats import parse_messages
-from convmem.integrations.agent_framework import ConvmemHistoryProvider, _dicts
+from convmem.integrations.agent_framework import ConvmemContextProvider, ConvmemHistoryProvider
+from convmem.integrations.agent_framework.history import _dicts
+from convmem.longterm.facts import Facts
 from convmem.stores import open_store
 from tests.integrations._checks import check_request, request_tokens, tool_output
 
@@ -55,10 +57,12 @@ class ScriptedClient(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatClien
     def __init__(self, *, fail_at: int | None = None) -> None:
         super().__init__()
         self.requests: list[list[Message]] = []
+        self.instructions: list[str | None] = []
         self.fail_at = fail_at  # the request number (1-based) that raises
 
     async def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
         self.requests.append(list(messages))
+        self.instructions.append((options or {}).get("instructions"))
         n = len(self.requests)
         if n == self.fail_at:
             raise RuntimeError("the model service failed mid-run")
@@ -190,3 +194,34 @@ async def test_an_error_mid_run_loses_nothing_and_its_retry_stores_nothing_twice
 def test_a_content_it_cannot_store_is_refused() -> None:
     with pytest.raises(InvalidMessageError, match="'uri' content"):
         _dicts(Message("user", [Content.from_uri("https://example.com/a.png", media_type="image/png")]))
+
+
+async def test_the_context_provider_brings_the_users_memory_into_another_session(
+    tmp_path: Path, offline_tiktoken: Path
+) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/memory.db")
+    Facts(store.facts()).add("Alice is vegetarian", user_id="alice")
+    provider = ConvmemContextProvider(store, user_id="alice", max_tokens=200)
+    client = ScriptedClient()
+    agent = Agent(client=client, tools=[forecast], context_providers=[InMemoryHistoryProvider(), provider])
+    first = agent.create_session()
+    await agent.run("My sister lives in Lisbon and plays the cello.", session=first)
+    indexed = len(store.recall().load_docs("alice"))
+    assert indexed >= 3  # the user's message, the tool results, the answer: the calls carry no text
+
+    # The session restored from its JSON goes on with the same chain of ids: the earlier messages stay once.
+    again = AgentSession.from_dict(json.loads(json.dumps(first.to_dict())))
+    await agent.run("Thanks!", session=again)
+    assert len(store.recall().load_docs("alice")) == 2 * indexed
+
+    second = agent.create_session()
+    await agent.run("Where does my sister live?", session=second)
+    told = client.instructions[-2] or ""  # the run's first call: the instructions the provider added
+    assert "Lisbon" in told
+    assert "Alice is vegetarian" in told
+    assert Memory(model="gpt-4o").counter.count_text(told) <= 200
+    bob = ConvmemContextProvider(store, user_id="bob")
+    assert bob.recall("bob", "Where does my sister live?") == ""  # alice's memory is alice's
+    with pytest.raises(ConfigurationError, match="max_tokens"):
+        ConvmemContextProvider(store, user_id="alice", max_tokens=0)
+    store.close()

@@ -66,9 +66,11 @@ async def test_langgraphs_conformance_suite(kind: str, tmp_path: Path) -> None:
         finally:
             await _close(store)
 
-    report = await validate(saver, progress=ProgressCallbacks.verbose())
-    for drop in made:
-        drop()
+    try:
+        report = await validate(saver, progress=ProgressCallbacks.verbose())
+    finally:
+        for drop in made:  # each store's schema or key prefix, whatever the suite did
+            drop()
     failures = {name: r.failures for name, r in report.results.items() if r.passed is False}
     assert report.passed_all_base(), failures
     ran = {name for name, r in report.results.items() if r.passed}

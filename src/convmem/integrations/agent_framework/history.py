@@ -40,12 +40,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from ..errors import InvalidMessageError
-from ..formats import parse_messages
-from ..memory.protocol import AsyncMemoryLike, MemoryLike
-from . import missing
-from ._bridge import AnyMemory, MemoryFlow, arun, on
-from ._identity import Ledger, read_ledger, sync
+from ...errors import InvalidMessageError
+from ...formats import parse_messages
+from ...memory.protocol import AsyncMemoryLike, MemoryLike
+from .. import missing
+from .._bridge import AnyMemory, MemoryFlow, arun, on
+from .._identity import Ledger, read_ledger, sync
 
 try:
     from agent_framework import Content, HistoryProvider, Message
