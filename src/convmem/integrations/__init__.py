@@ -23,8 +23,8 @@ Modules, and the extra each needs:
 * ``integrations.llamaindex``: ``ConvmemMemory``, a LlamaIndex ``BaseMemory`` (``convmem[llamaindex]``).
 * ``integrations.pydantic_ai``: ``ConvmemHistory``, a Pydantic AI capability and history processor
   (``convmem[pydantic-ai]``).
-* ``integrations.agent_framework``: ``ConvmemHistoryProvider``, a Microsoft Agent Framework ``HistoryProvider``
-  (``convmem[agent-framework]``).
+* ``integrations.agent_framework``: ``ConvmemHistoryProvider`` and ``ConvmemContextProvider``, Microsoft Agent
+  Framework's history provider and a context provider of the user's long-term memory (``convmem[agent-framework]``).
 * ``integrations.adk``: ``ConvmemSessionService``, ``ConvmemMemoryService`` and ``ConvmemContextPlugin``,
   Google ADK's session and memory services over a convmem store (``convmem[adk]``).
 

@@ -11,6 +11,13 @@ Both need ``convmem[agent-framework]``.
 
 from __future__ import annotations
 
+from .. import missing
+
+try:  # here too, not only in the modules: a module imported before is not imported again
+    import agent_framework  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test with a blocked import
+    raise missing("agent-framework-core", "agent-framework") from exc
+
 from .history import ConvmemHistoryProvider
 from .memory import ConvmemContextProvider
 
