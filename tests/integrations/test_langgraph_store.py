@@ -8,6 +8,7 @@ from both. Then what only convmem adds: the items persist in the store, are the 
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -121,12 +122,124 @@ def test_the_refusals() -> None:
         store.search(("memories",))
     with pytest.raises(InvalidNamespaceError, match="names the user"):
         store.list_namespaces(prefix=("memories", "*"))
-    with pytest.raises(NotImplementedError, match="TTL"):  # BaseStore's own check
-        store.put(("memories", "alice"), "k", {"a": 1}, ttl=5)
-    with pytest.raises(ConfigurationError, match="no TTLs"):  # and ours, for a PutOp sent to batch directly
-        store.batch([PutOp(("memories", "alice"), "k", {"a": 1}, ttl=5)])
+    with pytest.raises(ConfigurationError, match="ttl must be minutes above 0"):
+        store.put(("memories", "alice"), "k", {"a": 1}, ttl=-5)
+    with pytest.raises(ConfigurationError, match="ttl must be minutes above 0"):  # a PutOp sent to batch directly
+        store.batch([PutOp(("memories", "alice"), "k", {"a": 1}, ttl=0)])
+    with pytest.raises(ConfigurationError, match="default_ttl"):
+        ConvmemStore(open_store("memory"), ttl_config={"default_ttl": 0})
     with pytest.raises(ConfigurationError, match="user_at"):
         ConvmemStore(open_store("memory"), user_at=-1)
     store.put(("memories", "alice"), "k", {"a": 1})
     with pytest.raises(ConfigurationError, match="operator"):
         store.search(("memories", "alice"), filter={"a": {"$regex": "x"}})
+
+
+class Clock:
+    """A time the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, minutes: float) -> None:
+        self.now += timedelta(minutes=minutes)
+
+
+def test_a_ttl_is_the_facts_validity_and_survives_a_reopen(tmp_path: Path, offline_tiktoken: Path) -> None:
+    url, clock = f"sqlite:///{tmp_path}/ttl.db", Clock()
+    start = clock.now
+    first = open_store(url)
+    ConvmemStore(first, clock=clock).put(("alice", "memories"), "trip", {"content": "in Lisbon this week"}, ttl=10)
+    ConvmemStore(first, clock=clock).put(("alice", "memories"), "food", {"content": "vegetarian"})  # no TTL
+    first.close()
+
+    again = open_store(url)
+    store = ConvmemStore(again, clock=clock)
+    clock.advance(9)
+    assert store.get(("alice", "memories"), "trip", refresh_ttl=False) is not None
+    clock.advance(2)  # 11 minutes after the put: expired
+    assert store.get(("alice", "memories"), "trip", refresh_ttl=False) is None
+    assert [i.key for i in store.search(("alice",))] == ["food"]
+    ended = [f for f in store.facts.history(user_id="alice") if f.invalid_reason == "expired"]
+    assert len(ended) == 1
+    assert ended[0].valid_to == start + timedelta(minutes=10)  # ended at its expiry, not when it was seen
+    assert len(store.facts.facts(user_id="alice", valid_at=start + timedelta(minutes=5))) == 2  # the history knows
+    memory = Memory(model="gpt-4o", max_tokens=2_000, store=again, user_id="alice", facts=True)
+    memory.add({"role": "user", "content": "Where am I?"})
+    rendered = str(memory.context().messages)
+    assert "vegetarian" in rendered
+    assert "Lisbon" not in rendered
+    memory.close()
+    again.close()
+
+
+def test_a_read_moves_the_expiry_once_a_minute_at_most() -> None:
+    clock = Clock()
+    store = ConvmemStore(open_store("memory"), clock=clock, ttl_config={"default_ttl": 10})
+    ns = ("alice", "memories")
+    store.put(ns, "trip", {"content": "Lisbon"})  # the config's default TTL: 10 minutes
+    clock.advance(8)
+    assert store.get(ns, "trip") is not None  # refreshed: now expires 18 minutes after the put
+    assert store.get(ns, "trip") is not None  # the same minute: no second write
+    assert len(store.facts.history(user_id="alice")) == 2
+    clock.advance(9)  # 17: alive only because of the refresh
+    assert [i.key for i in store.search(ns, refresh_ttl=False)] == ["trip"]
+    clock.advance(2)  # 19: expired
+    assert store.get(ns, "trip") is None
+    assert store.search(ns) == []
+
+
+def test_a_delete_or_a_new_value_before_the_expiry() -> None:
+    clock = Clock()
+    store = ConvmemStore(open_store("memory"), clock=clock)
+    ns = ("alice", "memories")
+    store.put(ns, "a", {"v": 1}, ttl=10)
+    store.delete(ns, "a")
+    assert store.get(ns, "a") is None  # at once, not at the expiry
+    store.put(ns, "b", {"v": 1}, ttl=10)
+    clock.advance(5)
+    store.put(ns, "b", {"v": 1}, ttl=10)  # the same value again: its expiry starts over
+    clock.advance(8)
+    item = store.get(ns, "b", refresh_ttl=False)
+    assert item is not None
+    store.put(ns, "b", {"v": 2})  # a new value without a TTL: it no longer expires
+    clock.advance(60)
+    item = store.get(ns, "b")
+    assert item is not None
+    assert item.value == {"v": 2}
+
+
+def test_the_recall_namespace_searches_the_users_archive(tmp_path: Path, offline_tiktoken: Path) -> None:
+    backing = open_store(f"sqlite:///{tmp_path}/archive.db")
+    for user, city in (("alice", "Lisbon"), ("bob", "Oslo")):
+        memory = Memory(model="gpt-4o", max_tokens=400, store=backing, user_id=user, recall=True)
+        memory.add({"role": "user", "content": f"My sister lives in {city} and plays the cello."})
+        for n in range(20):  # enough to evict the first message into the archive
+            memory.add({"role": "user", "content": f"Filler message {n} about nothing in particular, " * 3})
+        memory.close()
+    store = ConvmemStore(backing, recall="archive")
+    found = store.search(("alice", "archive"), query="where does my sister live")
+    assert found
+    assert "Lisbon" in found[0].value["text"]
+    assert found[0].value["role"] == "user"
+    assert found[0].score is not None
+    assert all("Oslo" not in i.value["text"] for i in found)  # bob's archive is bob's
+    again = store.get(("alice", "archive"), found[0].key)
+    assert again is not None
+    assert again.value == found[0].value
+    assert store.search(("alice", "archive"), query="sister", filter={"role": "assistant"}) == []
+    assert store.get(("bob", "archive"), found[0].key) is None
+    with pytest.raises(ConfigurationError, match="written by the memory"):
+        store.put(("alice", "archive"), "k", {"text": "planted"})
+    with pytest.raises(ConfigurationError, match="written by the memory"):
+        store.delete(("alice", "archive"), found[0].key)
+    with pytest.raises(ConfigurationError, match="needs a query"):
+        store.search(("alice", "archive"))
+    store.put(("alice", "memories"), "k", {"a": 1})  # other namespaces are still facts
+    assert store.get(("alice", "memories"), "k") is not None
+    with pytest.raises(ConfigurationError, match="namespace label"):
+        ConvmemStore(backing, recall="")
+    backing.close()

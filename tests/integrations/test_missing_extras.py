@@ -13,9 +13,11 @@ CASES = [
     ("convmem.integrations.agents", "agents", "agents"),
     ("convmem.integrations.langchain", "langchain_core", "langchain"),
     ("convmem.integrations.langgraph_store", "langgraph", "langchain"),
+    ("convmem.integrations.langgraph_checkpoint", "langgraph", "langchain"),
     ("convmem.integrations.llamaindex", "llama_index", "llamaindex"),
     ("convmem.integrations.pydantic_ai", "pydantic_ai", "pydantic-ai"),
     ("convmem.integrations.adk", "google.adk", "adk"),
+    ("convmem.integrations.agent_framework", "agent_framework", "agent-framework"),
     ("convmem.mcp.server", "mcp", "mcp"),
 ]
 
@@ -38,7 +40,8 @@ def test_import_convmem_imports_no_framework() -> None:
 
     code = (
         "import sys, convmem, convmem.integrations, convmem.mcp; "
-        "print([m for m in ('agents', 'langchain_core', 'llama_index', 'pydantic_ai', 'google.adk', 'mcp') "
+        "print([m for m in ('agents', 'langchain_core', 'llama_index', 'pydantic_ai', 'google.adk', "
+        "'agent_framework', 'mcp') "
         "if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -18,9 +18,13 @@ Modules, and the extra each needs:
   ``budgeted_messages_hook`` (``convmem[langchain]``).
 * ``integrations.langgraph_store``: ``ConvmemStore``, a LangGraph ``BaseStore`` whose items are the
   user's convmem facts (``convmem[langchain]``).
+* ``integrations.langgraph_checkpoint``: ``ConvmemSaver``, a LangGraph ``BaseCheckpointSaver`` keeping thread
+  state in a convmem SQLite, PostgreSQL or Redis store (``convmem[langchain]``, and the store's own extra).
 * ``integrations.llamaindex``: ``ConvmemMemory``, a LlamaIndex ``BaseMemory`` (``convmem[llamaindex]``).
 * ``integrations.pydantic_ai``: ``ConvmemHistory``, a Pydantic AI capability and history processor
   (``convmem[pydantic-ai]``).
+* ``integrations.agent_framework``: ``ConvmemHistoryProvider`` and ``ConvmemContextProvider``, Microsoft Agent
+  Framework's history provider and a context provider of the user's long-term memory (``convmem[agent-framework]``).
 * ``integrations.adk``: ``ConvmemSessionService``, ``ConvmemMemoryService`` and ``ConvmemContextPlugin``,
   Google ADK's session and memory services over a convmem store (``convmem[adk]``).
 

@@ -14,12 +14,27 @@ the items into its context, and every change is kept in the fact's history::
     put(ns, key, None) / delete       ->  the fact ends (``Facts.invalidate``: kept in the history, not deleted)
     get / search / list_namespaces    ->  the user's facts valid now, read in one call per user per batch
 
+With ``recall="archive"``, a namespace whose last label is ``archive`` (and that names the user, as
+``("alice", "archive")``) is the user's convmem archive, read only: what every ``Memory(recall=True)``
+of the user evicted, in every session. ``search(query=...)`` there is convmem's recall (BM25 with its
+ranking steps, hybrid with the store's vectors), each hit an item keyed ``<session>:<message id>``
+with ``{"role", "text", "session_id", "seq"}``; ``get`` reads one (a scan of the user's archive); a put
+or a delete there is refused: the archive is written by the memory, never by the graph.
+
+TTLs (minutes, LangGraph's unit) map to the fact's validity: an item put with ``ttl`` expires
+``ttl`` minutes after its last write, or its last read when ``refresh_ttl`` (LangGraph's default,
+or ``ttl_config["refresh_on_read"]``); a read moves the expiry by writing a new version of the
+fact, at most once a minute per item. An expired item is gone from every read of this store, and
+the first batch that reads its user ends its fact *at the expiry time* (``valid_to``, reason
+``expired``): the history keeps it and ``facts(valid_at=t)`` answers for any ``t``. Until that
+batch, a ``Memory(facts=True)`` of the user still renders it (convmem's facts have no scheduled
+end that a later delete could move, so the end is written when it is seen).
+
 ``search(query=...)`` ranks by the query's words found in the item (LangGraph's stores need an
 embedding index for a natural-language query; this one is lexical and needs none); ``filter`` takes
 LangGraph's operators (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``). A search or a
 namespace listing must name the user (a prefix reaching ``namespace[user_at]``): convmem's facts
-never cross users. TTLs are not supported (``supports_ttl`` is False): a fact ends when it is
-replaced or deleted, not by age.
+never cross users.
 
 Example::
 
@@ -35,13 +50,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..longterm.facts import Facts
-from ..longterm.facts.model import Fact, FactUpdate
+from ..longterm.facts.model import Fact, FactAdd, FactInvalidate, FactOperation, FactUpdate
 from . import missing
 
 try:
@@ -56,6 +71,7 @@ try:
         Result,
         SearchItem,
         SearchOp,
+        TTLConfig,
     )
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test with a blocked import
     raise missing("langgraph", "langchain") from exc
@@ -65,6 +81,7 @@ __all__ = ["ConvmemStore"]
 PREFIX = "lg:"  # the subject of every fact this store writes: other facts of the user are never its items
 KEY = "langgraph"  # the metadata key of an item's value and creation time
 _WORD = re.compile(r"\w+")
+_REFRESH_STEP = timedelta(minutes=1)  # a read moves an expiry only this much later or more: a write a minute at most
 
 
 class ConvmemStore(BaseStore):
@@ -73,40 +90,81 @@ class ConvmemStore(BaseStore):
     Args:
         store: a convmem store with long-term memory (``store.facts()``), or a fact store.
         user_at: which element of a namespace is the user (None: every item belongs to the anonymous user).
+        ttl_config: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes) for puts that name none,
+            ``refresh_on_read`` (default True).
+        clock: the time now (aware); the facts' times and every expiry are read from it.
+        recall: the last namespace label that names the user's recall archive (None: no archive namespace).
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
-    def __init__(self, store: Any, *, user_at: int | None = 0) -> None:
+    def __init__(
+        self,
+        store: Any,
+        *,
+        user_at: int | None = 0,
+        ttl_config: TTLConfig | None = None,
+        clock: Callable[[], datetime] | None = None,
+        recall: str | None = None,
+    ) -> None:
         if user_at is not None and (isinstance(user_at, bool) or not isinstance(user_at, int) or user_at < 0):
             raise ConfigurationError(f"user_at must be a namespace position (0 or more) or None, got {user_at!r}")
+        default = (ttl_config or {}).get("default_ttl")
+        if default is not None and not (isinstance(default, (int, float)) and 0 < default < 10**8):
+            raise ConfigurationError(f"ttl_config['default_ttl'] must be minutes above 0, got {default!r}")
         facts = store.facts() if callable(getattr(store, "facts", None)) else store
-        self.facts = Facts(facts)
+        self.recall, self._archive = recall, None
+        if recall is not None:
+            if not isinstance(recall, str) or not recall or "." in recall:
+                raise ConfigurationError(f"recall must be a namespace label (no '.'), got {recall!r}")
+            if not callable(getattr(store, "recall", None)):
+                raise ConfigurationError("recall= needs a convmem store with recall documents (store.recall())")
+            from ..longterm.recall import RecallIndex
+
+            self._archive = RecallIndex(store=store.recall())
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.facts = Facts(facts, clock=self.clock)
         self.user_at = user_at
+        self.ttl_config = ttl_config
 
     # -- the BaseStore contract --------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
         views: dict[str | None, dict[str, Fact]] = {}  # each user's items, read once per batch
 
+        now = self.clock()
+
         def view(user: str | None) -> dict[str, Fact]:
             if user not in views:
-                views[user] = {
+                items = {
                     f.subject: f for f in self.facts.facts(user_id=user) if f.subject and f.subject.startswith(PREFIX)
                 }
+                views[user] = self._unexpired(items, user, now)
             return views[user]
 
         results: list[Result] = []
         for op in ops:
-            if isinstance(op, GetOp):
+            space = op.namespace_prefix if isinstance(op, SearchOp) else getattr(op, "namespace", ())
+            if self._archive is not None and space and space[-1] == self.recall:
+                results.append(self._read_archive(op, self._user(space[:-1], searching=True)))
+            elif isinstance(op, GetOp):
                 user = self._user(op.namespace)
-                fact = view(user).get(_subject(op.namespace, op.key))
+                items = view(user)
+                fact = items.get(_subject(op.namespace, op.key))
+                if fact is not None and op.refresh_ttl:
+                    fact = self._refresh(fact, items, user, now)
                 results.append(_item(fact) if fact is not None else None)
             elif isinstance(op, PutOp):
                 self._put(op, view(self._user(op.namespace)))
                 results.append(None)
             elif isinstance(op, SearchOp):
-                results.append(self._search(op, view(self._user(op.namespace_prefix, searching=True))))
+                user = self._user(op.namespace_prefix, searching=True)
+                items = view(user)
+                found = self._search(op, items)
+                if op.refresh_ttl:
+                    for hit in found:
+                        self._refresh(items[_subject(hit.namespace, hit.key)], items, user, now)
+                results.append(found)
             elif isinstance(op, ListNamespacesOp):
                 results.append(self._namespaces(op, view))
             else:
@@ -131,8 +189,8 @@ class ConvmemStore(BaseStore):
     def _put(self, op: PutOp, items: dict[str, Fact]) -> None:
         if not op.namespace or any(not isinstance(p, str) or not p or "." in p for p in op.namespace):
             raise InvalidNamespaceError(f"namespace labels must be non-empty strings without '.', got {op.namespace!r}")
-        if op.ttl is not None:
-            raise ConfigurationError("ConvmemStore has no TTLs (supports_ttl is False): a fact ends when replaced")
+        if op.ttl is not None and not (isinstance(op.ttl, (int, float)) and 0 < op.ttl < 10**8):
+            raise ConfigurationError(f"ttl must be minutes above 0 (or None: no expiry), got {op.ttl!r}")
         user, subject = self._user(op.namespace), _subject(op.namespace, op.key)
         current = items.get(subject)
         if op.value is None:
@@ -141,16 +199,69 @@ class ConvmemStore(BaseStore):
                 del items[subject]
             return
         text = json.dumps(op.value, sort_keys=True, ensure_ascii=False, default=str)
-        if current is not None and current.text == text:
+        if current is not None and current.text == text and op.ttl is None and _ttl(current) is None:
             return  # the same value: nothing changes, nothing is written
-        now = datetime.now(timezone.utc)
+        now = self.clock()
         created = current.metadata.get(KEY, {}).get("created_at") if current is not None else None
-        meta = {KEY: {"value": json.loads(text), "created_at": created or now.isoformat()}}
+        meta: dict[str, Any] = {"value": json.loads(text), "created_at": created or now.isoformat()}
+        if op.ttl is not None:
+            meta |= {"ttl": op.ttl, "expires_at": (now + timedelta(minutes=op.ttl)).isoformat()}
         if current is None:
-            items[subject] = self.facts.add(text, user_id=user, subject=subject, metadata=meta)
+            items[subject] = self.facts.add(text, user_id=user, subject=subject, metadata={KEY: meta})
+        elif (
+            current.text == text
+        ):  # the same value with a new expiry: a new version (an update of the same text is none)
+            items[subject] = self._replace(current, meta, user, reason="updated")
         else:
-            changes = self.facts.apply([FactUpdate(current.id, text, subject=subject, metadata=meta)], user_id=user)
-            items[subject] = changes.added[-1]
+            update = FactUpdate(current.id, text, subject=subject, metadata={KEY: meta})
+            items[subject] = self.facts.apply([update], user_id=user).added[-1]
+
+    # -- the recall archive ---------------------------------------------------------------------
+    def _read_archive(self, op: Op, user: str | None) -> Result:
+        assert self._archive is not None
+        if isinstance(op, PutOp):
+            raise ConfigurationError(
+                f"the {self.recall!r} namespace is the user's recall archive, written by the memory (the messages it "
+                "evicts), never by the graph: put and delete facts in another namespace"
+            )
+        if isinstance(op, SearchOp):
+            if not op.query:
+                raise ConfigurationError(f"a search of the recall archive ({self.recall!r}) needs a query")
+            hits = self._archive.search(op.query, user_id=user, k=min(1_000, op.offset + op.limit))
+            items = [_doc_item(op.namespace_prefix, h.doc, h.score) for h in hits]
+            kept = [i for i in items if not op.filter or all(_matches(i.value.get(k), f) for k, f in op.filter.items())]
+            return kept[op.offset : op.offset + op.limit]
+        assert isinstance(op, GetOp)
+        docs = self._archive.store.load_docs(user) if self._archive.store is not None else []
+        doc = next((d for d in docs if f"{d.session_id}:{d.message_id}" == op.key), None)
+        return None if doc is None else _doc_item(op.namespace, doc, None)
+
+    # -- TTLs ----------------------------------------------------------------------------------
+    def _replace(self, fact: Fact, meta: dict[str, Any], user: str | None, *, reason: str) -> Fact:
+        ops: list[FactOperation] = [
+            FactInvalidate(fact.id, reason),
+            FactAdd(fact.text, subject=fact.subject, metadata={KEY: meta}),
+        ]
+        return self.facts.apply(ops, user_id=user).added[-1]
+
+    def _unexpired(self, items: dict[str, Fact], user: str | None, now: datetime) -> dict[str, Fact]:
+        """The items not expired at ``now``; each expired one's fact ends at its expiry, in one write."""
+        expired = [f for f in items.values() if (end := _expires(f)) is not None and end <= now]
+        if expired:
+            ends = [FactInvalidate(f.id, "expired", valid_to=max(_expires(f) or now, f.valid_from)) for f in expired]
+            self.facts.apply(ends, user_id=user)
+        gone = {f.subject for f in expired}
+        return {s: f for s, f in items.items() if s not in gone}
+
+    def _refresh(self, fact: Fact, items: dict[str, Fact], user: str | None, now: datetime) -> Fact:
+        """A read of an item with a TTL moves its expiry to now + ttl (a minute later at least, or nothing)."""
+        ttl, end = _ttl(fact), _expires(fact)
+        if ttl is None or end is None or now + timedelta(minutes=ttl) - end < _REFRESH_STEP:
+            return fact
+        meta = dict(fact.metadata[KEY]) | {"expires_at": (now + timedelta(minutes=ttl)).isoformat()}
+        fresh = self._replace(fact, meta, user, reason="refreshed")
+        items[str(fact.subject)] = fresh
+        return fresh
 
     def _search(self, op: SearchOp, items: dict[str, Fact]) -> list[SearchItem]:
         n = len(op.namespace_prefix)
@@ -181,6 +292,21 @@ class ConvmemStore(BaseStore):
         if op.max_depth is not None:
             kept = list({ns[: op.max_depth] for ns in kept})
         return sorted(kept)[op.offset : op.offset + op.limit]
+
+
+def _doc_item(namespace: tuple[str, ...], doc: Any, score: float | None) -> SearchItem:
+    value = {"role": doc.role, "text": doc.text, "session_id": doc.session_id, "seq": doc.seq}
+    return SearchItem(namespace, f"{doc.session_id}:{doc.message_id}", value, doc.created_at, doc.created_at, score)
+
+
+def _ttl(fact: Fact) -> float | None:
+    ttl = fact.metadata.get(KEY, {}).get("ttl")
+    return float(ttl) if ttl is not None else None
+
+
+def _expires(fact: Fact) -> datetime | None:
+    stamp = fact.metadata.get(KEY, {}).get("expires_at")
+    return datetime.fromisoformat(stamp) if stamp is not None else None
 
 
 def _subject(namespace: Sequence[str], key: str) -> str:
