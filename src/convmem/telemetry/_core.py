@@ -97,11 +97,9 @@ class Telemetry:
             from opentelemetry import metrics, trace
         except ImportError:
             raise ConfigurationError("telemetry needs OpenTelemetry: pip install 'convmem[otel]'") from None
-        from .. import __version__
-
         self._trace = trace
-        self._tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("convmem", __version__)
-        meter = (meter_provider or metrics.get_meter_provider()).get_meter("convmem", __version__)
+        self._tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("convmem")
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter("convmem")
         for metric in METRICS:
             if metric.kind == "counter":
                 self._instruments[metric.name] = meter.create_counter(metric.name, metric.unit, metric.description)

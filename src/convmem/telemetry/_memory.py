@@ -59,7 +59,6 @@ class _Add:
         attributes = {OPERATION: UPSERT, "convmem.operation": "add", MODEL: memory.model, **self.session}
         self.span = telemetry.start(UPSERT, _present({**attributes, "convmem.store.kind": self.kind}))
         self.evict: Span | None = None
-        self.appended_at: int | None = None  # when the append that evicted was stored (the eviction span's start)
         self.started = time.perf_counter()
 
     def _evicted(self) -> bool:
@@ -67,11 +66,13 @@ class _Add:
 
     def _open_eviction(self) -> None:
         attributes = {OPERATION: UPDATE, "convmem.operation": "evict", **self.session}
-        self.evict = self.t.start(UPDATE, attributes, parent=self.span, start_time=self.appended_at)
+        self.evict = self.t.start(UPDATE, attributes, parent=self.span)
 
     def begin(self, effect: Effect) -> tuple[Span, float]:
         if self.evict is None and self._evicted():
-            self._open_eviction()  # what follows the append (summary, sinks, the state save) is the eviction's
+            # Staging evicted before the append that stores it: that append and what follows it (the summary,
+            # the sinks, the state save) are the eviction's.
+            self._open_eviction()
         parent = self.evict or self.span
         operation = STORE_OPERATIONS.get(type(effect))
         if operation is not None:
@@ -110,9 +111,7 @@ class _Add:
             if error is not None:
                 labels["error.type"] = type(error).__name__
             self.t.observe("convmem.store.duration", elapsed, labels)
-            if isinstance(effect, Append) and error is None:
-                self.appended_at = time.time_ns()
-            elif isinstance(effect, Read) and isinstance(result, list):
+            if isinstance(effect, Read) and isinstance(result, list):
                 span.set({RECORD_COUNT: len(result)})
         if error is not None:
             span.fail(error)

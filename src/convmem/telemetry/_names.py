@@ -31,8 +31,8 @@ ERROR_TYPE = "error.type"
 SPANS: dict[str, str] = {
     "upsert_memory": "Memory.add / add_many / add_response (convmem.operation=add): the whole add, store write, "
     "eviction, summary and sinks included",
-    "update_memory": "an eviction inside an add (convmem.operation=evict): from the write that evicted to the "
-    "end of the add; the summary and sink spans of that eviction are its children",
+    "update_memory": "an eviction inside an add (convmem.operation=evict): from the store write that records it "
+    "to the end of the add; that write, the summary, the sinks and the state save are its children",
     "search_memory": "Memory.context (convmem.operation=context), and the recall search of a RecallBlock inside "
     "it (convmem.operation=recall)",
     "convmem.summarize": "the summarizer folding archived messages into the running summary",
