@@ -137,7 +137,8 @@ def test_a_scripted_conversation_gives_the_documented_spans_and_attributes(otel:
     assert evictions
     for eviction in evictions:
         parent = parent_of(eviction, ids)
-        assert parent is not None and parent.name == "upsert_memory"
+        assert parent is not None
+        assert parent.name == "upsert_memory"
         assert eviction.attributes["convmem.operation"] == "evict"
         assert eviction.attributes["gen_ai.memory.record.count"] == eviction.attributes["convmem.evicted.messages"] > 0
         assert parent.attributes["convmem.evicted.tokens"] == eviction.attributes["convmem.evicted.tokens"] > 0
@@ -214,7 +215,8 @@ def test_no_span_or_metric_holds_message_text_by_default(otel: Otel) -> None:
     memory = a_memory(otel.telemetry())
     conversation(memory)
     memory.context(f"{CANARY} zebras?")
-    assert memory._core.summary is not None and CANARY in memory._core.summary.text  # the canary was summarized
+    assert memory._core.summary is not None
+    assert CANARY in memory._core.summary.text  # the canary was summarized
     said = everything_said(otel)
     assert len(said) > 500
     assert not [text for text in said if CANARY in text]
