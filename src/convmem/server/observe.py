@@ -78,7 +78,13 @@ class Observed:
                 method,
                 route,
                 status,
-                extra={"method": method, "route": route, "status": status, "duration_ms": round(elapsed * 1000, 3)},
+                extra={
+                    "request_id": request_id,
+                    "method": method,
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 3),
+                },
             )
             _request_id.reset(token)
 
