@@ -30,7 +30,7 @@ def test_the_design_doc_lists_every_span_attribute_and_metric_with_its_prometheu
 def test_the_readme_and_the_service_doc_list_every_span_and_metric() -> None:
     readme = section(README, "### Telemetry")
     service = section(SERVICE, "## Observability")
-    spans = [name for name in SPANS]
+    spans = list(SPANS)
     for name in spans:
         assert f"`{name}`" in readme, name
         assert f"`{name}`" in service, name
