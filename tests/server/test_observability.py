@@ -30,7 +30,7 @@ def scrape(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """The samples of an exposition, every line checked against the format."""
     samples = {}
     types: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.rstrip("\n").split("\n"):  # the format separates lines by \n only
         comment = HELP.match(line)
         if comment:
             if comment.group(1) == "TYPE":
