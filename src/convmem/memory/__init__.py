@@ -47,6 +47,7 @@ from ..session import MessageStatus
 from ..stores import open_store
 from ..stores.base import Store
 from ..stores.memory import MemoryStore
+from ..telemetry import _memory as observed  # no OpenTelemetry: that is imported only when a Telemetry is made
 from ..usage import Usage
 from . import _flows as flow
 from ._base import MemoryBase, store_call
@@ -144,9 +145,7 @@ class Memory(MemoryBase[Store]):
         with self._lock:
             if self._telemetry is None:
                 return self._context(input, format, tools)
-            from ..telemetry._memory import context
-
-            return context(self._telemetry, self, partial(self._context, input, format, tools))
+            return observed.context(self._telemetry, self, partial(self._context, input, format, tools))
 
     def refresh(self) -> None:
         """Catch up with what other writers (processes) stored in this session since this memory last read it."""
@@ -207,9 +206,7 @@ class Memory(MemoryBase[Store]):
 
     def _drive(self, steps: Flow[T], *, traced: bool = False) -> T:
         if traced and self._telemetry is not None:  # an add, with telemetry: its spans and metrics
-            from ..telemetry._memory import add
-
-            return add(self._telemetry, self, steps, self._perform)
+            return observed.add(self._telemetry, self, steps, self._perform)
         return drive(steps, self._perform)
 
     def _perform(self, effect: Effect) -> Any:

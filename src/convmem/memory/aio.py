@@ -31,6 +31,7 @@ from ..session import MessageStatus
 from ..stores import aopen_store, open_async_store_now
 from ..stores.base import AsyncStore
 from ..stores.memory import AsyncMemoryStore
+from ..telemetry import _memory as observed  # no OpenTelemetry: that is imported only when a Telemetry is made
 from ..usage import Usage
 from . import _flows as flow
 from ._base import MemoryBase, store_call
@@ -102,9 +103,7 @@ class AsyncMemory(MemoryBase[AsyncStore]):
         async with self._lock:
             if self._telemetry is None:
                 return self._context(input, format, tools)
-            from ..telemetry._memory import context
-
-            return context(self._telemetry, self, partial(self._context, input, format, tools))
+            return observed.context(self._telemetry, self, partial(self._context, input, format, tools))
 
     async def refresh(self) -> None:
         """See :meth:`Memory.refresh`."""
@@ -155,9 +154,7 @@ class AsyncMemory(MemoryBase[AsyncStore]):
 
     async def _drive(self, steps: Flow[T], *, traced: bool = False) -> T:
         if traced and self._telemetry is not None:  # an add, with telemetry: its spans and metrics
-            from ..telemetry._memory import aadd
-
-            return await aadd(self._telemetry, self, steps, self._perform)
+            return await observed.aadd(self._telemetry, self, steps, self._perform)
         return await adrive(steps, self._perform)
 
     async def _perform(self, effect: Effect) -> Any:

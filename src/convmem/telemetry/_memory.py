@@ -1,7 +1,8 @@
 """The spans and metrics of a memory's operations, observed from outside its flows.
 
-A memory with telemetry drives its add flows through :func:`add` / :func:`aadd`, which wrap the twin's own
-``perform``: each effect the flow yields (a store call, a summary, a sink) becomes a span and a latency, and
+A memory with telemetry drives its add flows through :func:`add` / :func:`aadd`: the loop of
+:func:`convmem._effects.drive` with the twin's own ``perform``, each effect the flow yields (a store call, a
+summary, a sink) inside a span and timed, a failed one thrown back into the flow as there; and
 what the add did (messages evicted, tokens, summary failures) is read from the core's running counts
 before and after, so no decision of the core knows about telemetry. :func:`context` spans a context and reads
 its account; :func:`attach` wraps the memory's recall blocks (:class:`TracedRecall`) so that their searches
@@ -15,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from .._effects import Flow, adrive, drive
+from .._effects import Done, Flow, step
 from ..memory._effects import Absorb, Append, Delete, Effect, Find, Load, Read, SaveState, Summarize
 from ._core import Span, Telemetry
 from ._names import CONVERSATION, MODEL, OPERATION, QUERY_TEXT, RECORD_COUNT, SEARCH, STORE_ID, UPDATE, UPSERT
@@ -117,33 +118,13 @@ class _Add:
             span.fail(error)
         span.end()
 
-    def wrap(self, perform: Callable[[Effect], Any]) -> Callable[[Effect], Any]:
-        def traced(effect: Effect) -> Any:
-            span, started = self.begin(effect)
-            try:
-                with span.current():
-                    result = perform(effect)
-            except BaseException as exc:
-                self.done(effect, span, started, None, exc)
-                raise
-            self.done(effect, span, started, result, None)
-            return result
-
-        return traced
-
-    def awrap(self, perform: Callable[[Effect], Awaitable[Any]]) -> Callable[[Effect], Awaitable[Any]]:
-        async def traced(effect: Effect) -> Any:
-            span, started = self.begin(effect)
-            try:
-                with span.current():
-                    result = await perform(effect)
-            except BaseException as exc:
-                self.done(effect, span, started, None, exc)
-                raise
-            self.done(effect, span, started, result, None)
-            return result
-
-        return traced
+    def advance(self, steps: Flow[Effect, T], reply: Any, error: BaseException | None) -> Effect | Done[T]:
+        """:func:`convmem._effects.step`; what the flow raises in answer ends the add's span failed."""
+        try:
+            return step(steps, reply, error)
+        except BaseException as exc:
+            self.finish(None, exc)
+            raise
 
     def finish(self, result: object, error: BaseException | None) -> None:
         counts, (messages0, tokens0, failures0) = self.core.counts, self.before
@@ -177,31 +158,54 @@ class _Add:
 
 
 def add(telemetry: Telemetry, memory: Any, steps: Flow[Effect, T], perform: Callable[[Effect], Any]) -> T:
-    """Drive an add flow of a ``Memory`` with its spans and metrics."""
+    """Drive an add flow of a ``Memory`` with its spans and metrics: :func:`convmem._effects.drive` with each
+    effect spanned (a failed effect is thrown back into the flow, as there)."""
     run = _Add(telemetry, memory)
-    try:
-        with run.span.current():
-            result = drive(steps, run.wrap(perform))
-    except BaseException as exc:
-        run.finish(None, exc)
-        raise
-    run.finish(result, None)
-    return result
+    with run.span.current():
+        outcome = _first(run, steps)
+        while not isinstance(outcome, Done):
+            span, started = run.begin(outcome)
+            result: Any = None
+            failure: BaseException | None = None
+            try:
+                with span.current():
+                    result = perform(outcome)
+            except BaseException as exc:
+                failure = exc
+            run.done(outcome, span, started, result, failure)
+            outcome = run.advance(steps, result, failure)
+    run.finish(outcome.value, None)
+    return outcome.value
 
 
 async def aadd(
     telemetry: Telemetry, memory: Any, steps: Flow[Effect, T], perform: Callable[[Effect], Awaitable[Any]]
 ) -> T:
-    """The async twin of :func:`add` (``AsyncMemory``)."""
+    """The async twin of :func:`add` (``AsyncMemory``): each effect awaited."""
     run = _Add(telemetry, memory)
+    with run.span.current():
+        outcome = _first(run, steps)
+        while not isinstance(outcome, Done):
+            span, started = run.begin(outcome)
+            result: Any = None
+            failure: BaseException | None = None
+            try:
+                with span.current():
+                    result = await perform(outcome)
+            except BaseException as exc:
+                failure = exc
+            run.done(outcome, span, started, result, failure)
+            outcome = run.advance(steps, result, failure)
+    run.finish(outcome.value, None)
+    return outcome.value
+
+
+def _first(run: _Add, steps: Flow[Effect, T]) -> Effect | Done[T]:
     try:
-        with run.span.current():
-            result = await adrive(steps, run.awrap(perform))
+        return step(steps, first=True)
     except BaseException as exc:
         run.finish(None, exc)
         raise
-    run.finish(result, None)
-    return result
 
 
 def context(telemetry: Telemetry, memory: Any, build: Callable[[], T]) -> T:
