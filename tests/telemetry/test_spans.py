@@ -348,3 +348,36 @@ def test_without_telemetry_nothing_of_opentelemetry_is_imported() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, env={"PYTHONPATH": str(SRC)}, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "files", "postgres", "redis"])
+def test_store_spans_name_the_backend_and_a_server_is_a_client_span(otel: Otel, kind: str, tmp_path: Path) -> None:
+    from ..stores._servers import PG_URL, REDIS_URL, drop_prefixes, drop_schemas, prefix_for, schema_for
+
+    if kind == "sqlite":
+        store: Any = f"sqlite:///{tmp_path / 'data.db'}"
+    elif kind == "files":
+        store = f"files://{tmp_path / 'files'}"
+    elif kind == "postgres":
+        from convmem.stores.postgres import PostgresStore
+
+        store = PostgresStore(PG_URL, schema=schema_for(tmp_path), max_size=2)
+    else:
+        from convmem.stores.redis import RedisStore
+
+        store = RedisStore(REDIS_URL, prefix=prefix_for(tmp_path))
+    try:
+        memory = a_memory(otel.telemetry(), store=store, recall=False)
+        conversation(memory, turns=14)
+        memory.close()
+    finally:
+        if not isinstance(store, str):
+            store.close()
+        if kind == "postgres":
+            drop_schemas({schema_for(tmp_path)})
+        elif kind == "redis":
+            drop_prefixes({prefix_for(tmp_path)})
+    stored = [s for s in otel.finished() if s.name.startswith("convmem.store.")]
+    assert {s.attributes["convmem.store.kind"] for s in stored} == {kind}
+    assert {s.kind for s in stored} == {SpanKind.CLIENT if kind in ("postgres", "redis") else SpanKind.INTERNAL}
+    assert otel.total("convmem.store.duration", **{"convmem.store.kind": kind}) == len(stored) >= 28
