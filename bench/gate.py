@@ -7,6 +7,8 @@ result, as in ``bench/turns.py``. The gate runs it under ``valgrind --tool=callg
 inside the timed turns: their instructions over N are one turn's, a count that does not move with the
 machine's load. ``--archive M`` gives the memory the default ``RecallBlock`` over M archived messages of its
 user (in process, or ``--backend fts5``), the recall turn of ``bench/recall_turns.py`` counted the same way.
+``--telemetry metrics|otel`` gives the memory a ``Telemetry`` (a registry only; or OpenTelemetry's SDK with
+in-memory exporter and reader as well), to count what telemetry costs a turn (bench/README.md, "Telemetry").
 """
 
 from __future__ import annotations
@@ -50,13 +52,35 @@ def recall_memory(size: int, backend: str) -> Memory:
     return Memory(max_tokens=BUDGET, user_id=USER, blocks=[RecallBlock(index)], sinks=[index])
 
 
+def telemetry(kind: str) -> object:
+    from convmem.telemetry import MetricsRegistry, Telemetry
+
+    if kind == "metrics":
+        return Telemetry(otel=False, registry=MetricsRegistry())
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--archive", type=int, default=0, help="archived messages a recall block searches")
     parser.add_argument("--backend", choices=("memory", "fts5"), default="memory")
+    parser.add_argument("--telemetry", choices=("none", "metrics", "otel"), default="none")
     args = parser.parse_args()
     steps = workload(texts())
+    if args.telemetry != "none":  # every memory made from here on has it
+        from convmem.telemetry import set_default
+
+        set_default(telemetry(args.telemetry))  # type: ignore[arg-type]
     memory = Memory(max_tokens=BUDGET) if not args.archive else recall_memory(args.archive, args.backend)
     filled = 0
     while filled < FILL:
