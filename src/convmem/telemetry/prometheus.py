@@ -8,6 +8,7 @@ never a session, user or tenant.
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 from collections.abc import Iterable, Mapping
@@ -30,6 +31,7 @@ class MetricsRegistry:
         self._counters: dict[str, dict[Labels, float]] = {}
         # per label set: the bucket counts (not cumulative), the sum and the count
         self._histograms: dict[str, dict[Labels, tuple[list[int], float, int]]] = {}
+        self._labels: dict[tuple[tuple[str, object], ...], Labels] = {}  # attributes -> labels: a turn's are few
         for metric in metrics:
             self.define(metric)
 
@@ -50,21 +52,30 @@ class MetricsRegistry:
         """Add ``value`` (>= 0) to the counter ``name`` under ``attributes``."""
         if value < 0:
             raise ConfigurationError(f"a counter only grows: {name} got {value}")
-        labels = _labels(attributes)
+        labels = self._labelled(attributes)
         with self._lock:
             series = self._counters[name]
             series[labels] = series.get(labels, 0.0) + value
 
     def observe(self, name: str, value: float, attributes: Mapping[str, object]) -> None:
         """Count ``value`` into the histogram ``name`` under ``attributes``."""
-        labels = _labels(attributes)
+        labels = self._labelled(attributes)
         buckets = self._metrics[name].buckets
+        index = bisect.bisect_left(buckets, value)  # the first bound >= value (len(buckets): +Inf)
         with self._lock:
             series = self._histograms[name]
             counts, total, count = series.get(labels) or ([0] * (len(buckets) + 1), 0.0, 0)
-            index = next((i for i, bound in enumerate(buckets) if value <= bound), len(buckets))
             counts[index] += 1
             series[labels] = (counts, total + value, count + 1)
+
+    def _labelled(self, attributes: Mapping[str, object]) -> Labels:
+        key = tuple(attributes.items())
+        labels = self._labels.get(key)
+        if labels is None:
+            labels = _labels(attributes)
+            if len(self._labels) < 4096:  # label sets are few by construction; never an unbounded cache
+                self._labels[key] = labels
+        return labels
 
     def value(self, name: str, attributes: Mapping[str, object] | None = None) -> float:
         """A counter's value, or a histogram's count, summed over the label sets that hold ``attributes``."""
