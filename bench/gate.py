@@ -7,9 +7,14 @@ result, as in ``bench/turns.py``. The gate runs it under ``valgrind --tool=callg
 inside the timed turns: their instructions over N are one turn's, a count that does not move with the
 machine's load. ``--archive M`` gives the memory the default ``RecallBlock`` over M archived messages of its
 user (in process, or ``--backend fts5``), the recall turn of ``bench/recall_turns.py`` counted the same way.
+<<<<<<< HEAD
 ``--memory`` counts the same turns through another memory, for ratios that the load cannot move: ``sqlite``
 (convmem on a SQLite file, the library's default store), ``minimal`` (``bench/turns.py``'s deque memory) or
 ``naive`` (the brief's naive memory, ``../shared/bench/naive_seed_memory.py``, read in place).
+=======
+``--telemetry metrics|otel`` gives the memory a ``Telemetry`` (a registry only; or OpenTelemetry's SDK with
+in-memory exporter and reader as well), to count what telemetry costs a turn (bench/README.md, "Telemetry").
+>>>>>>> p32c
 """
 
 from __future__ import annotations
@@ -73,14 +78,36 @@ def make_memory(kind: str, archive: int, backend: str) -> Any:
     return Memory(max_tokens=BUDGET)
 
 
+def telemetry(kind: str) -> object:
+    from convmem.telemetry import MetricsRegistry, Telemetry
+
+    if kind == "metrics":
+        return Telemetry(otel=False, registry=MetricsRegistry())
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--archive", type=int, default=0, help="archived messages a recall block searches")
     parser.add_argument("--backend", choices=("memory", "fts5"), default="memory")
     parser.add_argument("--memory", choices=("convmem", "sqlite", "minimal", "naive"), default="convmem")
+    parser.add_argument("--telemetry", choices=("none", "metrics", "otel"), default="none")
     args = parser.parse_args()
     steps = workload(texts())
+    if args.telemetry != "none":  # every memory made from here on has it
+        from convmem.telemetry import set_default
+
+        set_default(telemetry(args.telemetry))  # type: ignore[arg-type]
     memory = make_memory(args.memory, args.archive, args.backend)
     filled = 0
     while filled < FILL:

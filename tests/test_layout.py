@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("policy",),
     ("longterm",),
     ("memory",),  # the I/O-free core: every module of convmem/memory/ but the composition root of layer 6
-    ("stores", "llm"),
+    ("stores", "llm", "telemetry"),
     ("memory.__init__", "memory.aio", "memory._base", "memory._longterm"),
     ("cli", "testing", "server", "client", "integrations", "mcp", "__init__", "__main__"),
 ]

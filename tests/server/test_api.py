@@ -313,11 +313,12 @@ def test_body_limit_and_time_limit(tmp_path: Any, monkeypatch: pytest.MonkeyPatc
     )
     assert chunked.status_code == 413
     monkeypatch.setattr(small.service.sessions, "context", lambda *a, **k: time.sleep(1.0))
-    monkeypatch.setattr(small.http.app, "timeout", 0.3)  # only now: a loaded machine may take that long to set up
+    limits = small.http.app.app  # the Limits middleware, inside Observed (request ids)
+    monkeypatch.setattr(limits, "timeout", 0.3)  # only now: a loaded machine may take that long to set up
     slow = post(small, f"/v1/sessions/{sid}/context{A}", {})
     assert slow.status_code == 503
     assert slow.json()["type"].endswith("/timeout")
-    monkeypatch.setattr(small.http.app, "timeout", 30)
+    monkeypatch.setattr(limits, "timeout", 30)
     assert get(small, f"/v1/sessions/{sid}/messages{A}").json()["items"] == []
     small.service.close()
 

@@ -71,6 +71,13 @@ def serve(
         float, typer.Option("--request-timeout", metavar="SECONDS", min=0.1, help="A longer request gets 503.")
     ] = 30.0,
     ui: Annotated[bool, typer.Option("--ui/--no-ui", help="Serve the inspector at /ui.")] = True,
+    metrics: Annotated[
+        bool, typer.Option("--metrics/--no-metrics", help="Serve /metrics (Prometheus text format).")
+    ] = True,
+    otel: Annotated[bool, typer.Option("--otel", help="Send spans and metrics to OpenTelemetry (extra otel).")] = False,
+    log_json: Annotated[
+        bool, typer.Option("--log-json", help="Log JSON lines with request ids (never content).")
+    ] = False,
     log_level: Annotated[
         str,
         typer.Option("--log-level", metavar="LEVEL", help="uvicorn's: critical, error, warning, info, debug, trace."),
@@ -90,7 +97,17 @@ def serve(
         if embedder not in ("none", "hashing"):
             raise ConvmemError(f"--embedder must be none or hashing, got {embedder!r}")
         settings = Settings(
-            store, pg_schema, keys, embedder, max_body_bytes, request_timeout, ui=ui, redis_prefix=redis_prefix
+            store,
+            pg_schema,
+            keys,
+            embedder,
+            max_body_bytes,
+            request_timeout,
+            ui=ui,
+            redis_prefix=redis_prefix,
+            metrics=metrics,
+            otel=otel,
+            log_json=log_json,
         )
         from ..server.app import create_app
 

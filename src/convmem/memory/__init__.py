@@ -47,6 +47,7 @@ from ..session import MessageStatus
 from ..stores import open_store
 from ..stores.base import Store
 from ..stores.memory import MemoryStore
+from ..telemetry import _memory as observed  # no OpenTelemetry: that is imported only when a Telemetry is made
 from ..usage import Usage
 from . import _flows as flow
 from ._base import MemoryBase, store_call
@@ -130,7 +131,7 @@ class Memory(MemoryBase[Store]):
         with the same content (a retry) stores nothing and returns the stored messages.
         """
         with self._lock:
-            return self._drive(flow.add_many(self._core, messages))
+            return self._drive(flow.add_many(self._core, messages), traced=True)
 
     def context(
         self, input: InputLike = None, *, format: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None
@@ -142,7 +143,9 @@ class Memory(MemoryBase[Store]):
         (``account.tools_changed``).
         """
         with self._lock:
-            return self._context(input, format, tools)
+            if self._telemetry is None:
+                return self._context(input, format, tools)
+            return observed.context(self._telemetry, self, partial(self._context, input, format, tools))
 
     def refresh(self) -> None:
         """Catch up with what other writers (processes) stored in this session since this memory last read it."""
@@ -187,7 +190,7 @@ class Memory(MemoryBase[Store]):
         the cost, cached and cache-write tokens at the registry's cached prices.
         """
         with self._lock:
-            return self._drive(flow.respond(self._core, response))
+            return self._drive(flow.respond(self._core, response), traced=True)
 
     def close(self) -> None:
         """Close the store if this memory opened it (a store passed in belongs to the caller)."""
@@ -201,7 +204,9 @@ class Memory(MemoryBase[Store]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _drive(self, steps: Flow[T]) -> T:
+    def _drive(self, steps: Flow[T], *, traced: bool = False) -> T:
+        if traced and self._telemetry is not None:  # an add, with telemetry: its spans and metrics
+            return observed.add(self._telemetry, self, steps, self._perform)
         return drive(steps, self._perform)
 
     def _perform(self, effect: Effect) -> Any:

@@ -49,6 +49,7 @@ from .sinks import AsyncEvictionSink, EvictionSink
 if TYPE_CHECKING:
     from ..longterm.facts.model import AsyncFactExtractor, FactExtractor
     from ..longterm.recall.embedders import Embedder
+    from ..telemetry import Telemetry
 
 __all__ = ["MemoryBase", "store_call"]
 
@@ -88,6 +89,7 @@ class MemoryBase(Generic[StoreT]):
         cache_ttl: Literal["5m", "1h"] | None = None,
         prompt_cache_key: str | None = None,
         prompt_cache_options: Mapping[str, Any] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         """A memory of one session: a new one, or one a store already holds messages of.
 
@@ -151,6 +153,9 @@ class MemoryBase(Generic[StoreT]):
             prompt_cache_options: OpenAI's ``prompt_cache_options`` (``mode``, ``ttl``), sent with every
                 Chat and Responses request; convmem then places explicit breakpoints (as it does for
                 the models that take them).
+            telemetry: a ``convmem.telemetry.Telemetry``: spans and metrics of every add, eviction, summary,
+                context, recall search and store call (default: ``convmem.telemetry.default()``, None
+                unless set). Never saved with the session.
 
         Raises:
             ConfigurationError: an option of the wrong type or out of range, a budget the model's
@@ -207,11 +212,13 @@ class MemoryBase(Generic[StoreT]):
             self._core = MemoryCore(self.options)
             if default is not None:
                 default.bind(self._core.counter.count_text)
+        self._telemetry = _telemetry(telemetry, self._core)
 
     def _attach(self, store: StoreT | str | None) -> None:
         """The twin's part of the constructor: check what only it refuses, take the store, make the lock."""
         raise NotImplementedError
 
+    _telemetry: Telemetry | None  # spans and metrics of add and context (convmem.telemetry), or None
     _owns_store: bool  # whether close() closes the store (the memory opened it from a URL or made it)
     _awaited = False  # whether the twin awaits its store (AsyncMemory): its blocks read a sync twin
 
@@ -293,6 +300,18 @@ class MemoryBase(Generic[StoreT]):
     def _restore(self, loaded: LoadedSession) -> None:
         keep_config(self._core, loaded)
         adopt(self._core)  # only when this process has learned nothing yet for the model
+
+
+def _telemetry(given: Telemetry | None, core: MemoryCore) -> Telemetry | None:
+    """The memory's telemetry (the process default when none is given); its recall blocks traced if any."""
+    from ..telemetry import default  # convmem.telemetry imports OpenTelemetry only when a Telemetry is made
+
+    chosen = given if given is not None else default()
+    if chosen is not None:
+        from ..telemetry._memory import attach
+
+        core.blocks = attach(chosen, core.blocks)
+    return chosen
 
 
 def store_call(

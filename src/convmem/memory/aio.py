@@ -31,6 +31,7 @@ from ..session import MessageStatus
 from ..stores import aopen_store, open_async_store_now
 from ..stores.base import AsyncStore
 from ..stores.memory import AsyncMemoryStore
+from ..telemetry import _memory as observed  # no OpenTelemetry: that is imported only when a Telemetry is made
 from ..usage import Usage
 from . import _flows as flow
 from ._base import MemoryBase, store_call
@@ -93,14 +94,16 @@ class AsyncMemory(MemoryBase[AsyncStore]):
     async def add_many(self, messages: Iterable[MessageLike]) -> list[Message]:
         """See :meth:`Memory.add_many`."""
         async with self._lock:
-            return await self._drive(flow.add_many(self._core, messages))
+            return await self._drive(flow.add_many(self._core, messages), traced=True)
 
     async def context(
         self, input: InputLike = None, *, format: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None
     ) -> Context:
         """See :meth:`Memory.context`."""
         async with self._lock:
-            return self._context(input, format, tools)
+            if self._telemetry is None:
+                return self._context(input, format, tools)
+            return observed.context(self._telemetry, self, partial(self._context, input, format, tools))
 
     async def refresh(self) -> None:
         """See :meth:`Memory.refresh`."""
@@ -135,7 +138,7 @@ class AsyncMemory(MemoryBase[AsyncStore]):
     async def add_response(self, response: Any) -> list[Message]:
         """Store a provider's reply and record its usage (see :meth:`Memory.add_response`)."""
         async with self._lock:
-            return await self._drive(flow.respond(self._core, response))
+            return await self._drive(flow.respond(self._core, response), traced=True)
 
     async def aclose(self) -> None:
         """Close the store if this memory created it (after the operation in progress)."""
@@ -149,7 +152,9 @@ class AsyncMemory(MemoryBase[AsyncStore]):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _drive(self, steps: Flow[T]) -> T:
+    async def _drive(self, steps: Flow[T], *, traced: bool = False) -> T:
+        if traced and self._telemetry is not None:  # an add, with telemetry: its spans and metrics
+            return await observed.aadd(self._telemetry, self, steps, self._perform)
         return await adrive(steps, self._perform)
 
     async def _perform(self, effect: Effect) -> Any:

@@ -20,17 +20,19 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..errors import ConvmemError
+from ..telemetry import CONTENT_TYPE, HTTP_METRICS, MetricsRegistry, Telemetry
 from .backends import Backend, open_backend
 from .deps import admin, tenant_of
 from .keys import KeyRegistry, open_registry
 from .links import add_links
 from .memories import MemoryService
+from .observe import Observed, use_json_logs
 from .problems import MEDIA_TYPE, PROBLEM_SCHEMA, problem, problem_of
 from .sessions import SessionService
 from .settings import Settings
@@ -52,8 +54,14 @@ class Service:
         self.settings = settings
         self.registry = registry or open_registry(settings.keys)
         self.backend = backend or open_backend(settings.store, schema=settings.pg_schema, prefix=settings.redis_prefix)
+        # The memories' telemetry: metrics into the registry /metrics serves, and OpenTelemetry when asked.
+        self.metrics = MetricsRegistry(HTTP_METRICS) if settings.metrics else None
+        telemetry = Telemetry(otel=True, registry=self.metrics) if settings.otel else None
+        if telemetry is None and self.metrics is not None:
+            telemetry = Telemetry(otel=False, registry=self.metrics)
+        self.telemetry = telemetry
         self.sessions = SessionService(
-            self.backend, keep_sessions=settings.keep_sessions, keep_tokens=settings.keep_tokens
+            self.backend, keep_sessions=settings.keep_sessions, keep_tokens=settings.keep_tokens, telemetry=telemetry
         )
         embedder = None
         if settings.embedder == "hashing":
@@ -98,6 +106,16 @@ def create_app(settings: Settings | None = None, *, service: Service | None = No
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    metrics = service.metrics
+    if metrics is not None:
+
+        @app.get("/metrics", include_in_schema=False)
+        def metrics_text() -> Response:
+            # Unauthenticated like /healthz: its labels name no tenant, user, session or key.
+            return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    if settings.log_json:
+        use_json_logs()
     if settings.ui:
         app.mount("/ui", StaticFiles(directory=str(files("convmem.server") / "static"), html=True), name="ui")
 
@@ -107,7 +125,7 @@ def create_app(settings: Settings | None = None, *, service: Service | None = No
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     limited = Limits(app, max_body=settings.max_body_bytes, timeout=settings.request_timeout)
-    app.state.asgi = limited
+    app.state.asgi = Observed(limited, registry=metrics)  # outermost: a 413 or a 503 has a request id too
     return app
 
 

@@ -30,6 +30,7 @@ from ..policy.context import Context
 from ..session import MessageStatus, SessionInfo, status_of
 from ..stores._export import export_header
 from ..stores.codec import decode_message
+from ..telemetry import Telemetry
 from ..usage import parse_usage
 from .backends import Backend, RecallSink
 from .blocklog import BlockLog
@@ -47,8 +48,16 @@ T = TypeVar("T")
 class SessionService:
     """Sessions, messages and contexts of every tenant, over one :class:`Backend`."""
 
-    def __init__(self, backend: Backend, *, keep_sessions: int = 256, keep_tokens: int = 4_000_000) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        keep_sessions: int = 256,
+        keep_tokens: int = 4_000_000,
+        telemetry: Telemetry | None = None,
+    ) -> None:
         self.backend = backend
+        self.telemetry = telemetry
         self.store = backend.store
         self.sink = RecallSink(backend)
         self.blocklog = BlockLog(backend.blocks)
@@ -96,7 +105,9 @@ class SessionService:
         user, blocks = scope.store_user, self.user_blocks(scope)
 
         def opener() -> Memory:
-            return Memory.open(info.id, store=self.store, user_id=user, sinks=[self.sink], blocks=blocks)
+            return Memory.open(
+                info.id, store=self.store, user_id=user, sinks=[self.sink], blocks=blocks, telemetry=self.telemetry
+            )
 
         return self.memories.get(info, user, blocks, opener)
 

@@ -31,6 +31,10 @@ class Settings:
         ui: serve the inspector at ``/ui``.
         keep_sessions: how many open memories a worker keeps between requests (0: open every request).
         keep_tokens: the window tokens those kept memories may hold in all.
+        metrics: serve ``/metrics`` (Prometheus text format): the memories' and the requests' metrics.
+        otel: also send the memories' spans and metrics to OpenTelemetry's global providers (configured by
+            the operator, e.g. ``opentelemetry-instrument``; needs ``pip install 'convmem[otel]'``).
+        log_json: write the ``convmem`` loggers' lines as JSON objects with the request id (stderr).
     """
 
     store: str | None = None
@@ -44,6 +48,9 @@ class Settings:
     redis_prefix: str | None = None
     keep_sessions: int = 256
     keep_tokens: int = 4_000_000
+    metrics: bool = True
+    otel: bool = False
+    log_json: bool = False
 
     def to_env(self) -> dict[str, str]:
         """The environment that makes :meth:`from_env` return these settings (for worker processes)."""
