@@ -135,6 +135,10 @@ class MessagesIn(_Strict):
 
 
 class MessagesAdded(BaseModel):
+    # The session and user they went into, so that a link to the next call resolves from the response even
+    # when the request named no user (``$request.query.user_id`` does not resolve then).
+    session_id: str = Field(description="The session the messages are in.")
+    user_id: str | None = Field(description="The user within the key's tenant (null: the anonymous user).")
     messages: list[dict[str, Any]] = Field(description="The messages as stored (convmem codec), with id and time.")
 
 
@@ -278,6 +282,7 @@ class FactOut(BaseModel):
 
 class BlockOut(BaseModel):
     name: str
+    user_id: str | None = Field(description="The user the block belongs to (null: the tenant's anonymous user).")
     value: str
     version: int
     priority: int
