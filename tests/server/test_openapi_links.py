@@ -58,7 +58,8 @@ def check_expression(
     if expression.startswith("$request."):
         _, where, name = expression.split(".", 2)
         declared = params.get(("path" if where == "path" else where, name))
-        assert declared is not None and declared.get("required"), f"{expression}: not a required parameter"
+        assert declared is not None, f"{expression}: not a required parameter"
+        assert declared.get("required"), f"{expression}: not a required parameter"
         return
     assert expression.startswith("$response.body#/"), expression
     schema = _deref(document, source["responses"][status]["content"]["application/json"]["schema"])

@@ -112,7 +112,7 @@ def _fast(item: MessageLike, index: int, now: datetime) -> Message | None:
     """A plain ``{"role", "content": str}`` dict, the most common input, without the general parser."""
     if type(item) is dict and item.keys() == _PLAIN_KEYS:
         role, content = item["role"], item["content"]
-        if role in _PLAIN_ROLES and type(content) is str:
+        if type(role) is str and role in _PLAIN_ROLES and type(content) is str:
             if not content.isascii():  # lone surrogates are the only text the limits refuse
                 try:
                     check_text(content, "content")

@@ -10,10 +10,11 @@ message is always in convmem's codec (:mod:`convmem.stores.codec`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..limits import MAX_INT
 from .tenancy import SESSION_ID
 
 __all__ = [
@@ -55,7 +56,26 @@ __all__ = [
 Format = Literal["openai", "anthropic", "responses"]
 Strategy = Literal["token_budget", "sliding_window", "summary_buffer", "compaction"]
 Status = Literal["pinned", "active", "archived", "summarized", "cleared"]
-Scalar = int | float | bool | str | None
+# Integers a store keeps exactly (limits.MAX_INT: a JSON number past 2**53 is not one for every reader).
+StorableInt = Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]
+Scalar = StorableInt | float | bool | str | None
+#: JSON as the stores keep it (limits.check_json): the members of a metadata object refer to this schema,
+#: which _openapi adds to the document's components. Depth and lone surrogates are not stated.
+STORABLE_JSON: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string"},
+        {"type": "boolean"},
+        {"type": "null"},
+        {"type": "integer", "minimum": -MAX_INT, "maximum": MAX_INT},
+        {"type": "number", "not": {"type": "integer"}},
+        {"type": "array", "items": {"$ref": "#/components/schemas/StorableJson"}},
+        {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/StorableJson"}},
+    ]
+}
+# A character str.strip() keeps: the library refuses a text that strips to nothing, and Python's whitespace
+# also counts the separators \x1c-\x1f and \x85, which a regex's \s does not.
+_VISIBLE = r"[^\s\x1c-\x1f\x85]"
+_METADATA = {"additionalProperties": {"$ref": "#/components/schemas/StorableJson"}}
 
 _EXAMPLE_MESSAGE: dict[str, Any] = {"role": "user", "content": "What's the weather in Paris?"}
 
@@ -69,7 +89,16 @@ class SessionCreate(_Strict):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"model": "gpt-4o", "max_output_tokens": 1024, "title": "Trip planning"}]},
+        json_schema_extra={
+            "examples": [{"model": "gpt-4o", "max_output_tokens": 1024, "title": "Trip planning"}],
+            # The budget must be known: a model, or max_tokens. Which model names the registry knows (snapshots,
+            # vendor prefixes) and that max_output_tokens stays under the budget are rules JSON Schema cannot
+            # state; the service refuses them with the library's own 422 (tests/server/test_schema_strictness.py).
+            "anyOf": [
+                {"required": ["max_tokens"], "not": {"properties": {"max_tokens": {"type": "null"}}}},
+                {"required": ["model"], "not": {"properties": {"model": {"type": "null"}}}},
+            ],
+        },
     )
     id: str | None = Field(default=None, pattern=SESSION_ID, description="Chosen by the client, or made up.")
     model: str | None = Field(default=None, max_length=200)
@@ -81,7 +110,7 @@ class SessionCreate(_Strict):
     on_overflow: Literal["truncate", "raise"] = "truncate"
     format: Format = "openai"
     title: str | None = Field(default=None, max_length=500)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_METADATA)
 
 
 class SessionOut(BaseModel):
@@ -114,7 +143,9 @@ class SessionList(BaseModel):
 
 class SessionUpdate(_Strict):
     title: str | None = Field(default=None, max_length=500)
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"anyOf": [{"type": "object", **_METADATA}, {"type": "null"}]}
+    )
 
 
 class ForkIn(_Strict):
@@ -128,7 +159,13 @@ class ImportIn(_Strict):
 
 class MessagesIn(_Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"messages": [_EXAMPLE_MESSAGE]}]})
-    messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000)
+    messages: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=1000,
+        # A message has a role (OpenAI, Anthropic, a Responses message) or a type (a Responses item): the
+        # formats' own rules beyond that are the library's parsers' (the same 422 in process and over HTTP).
+        json_schema_extra={"items": {"type": "object", "anyOf": [{"required": ["role"]}, {"required": ["type"]}]}},
+    )
     format: Literal["auto", "convmem"] = Field(
         default="auto", description="auto: OpenAI, Anthropic or Responses dicts, detected; convmem: the codec."
     )
@@ -208,7 +245,12 @@ class ContextOut(BaseModel):
 
 
 class ResponseIn(_Strict):
-    response: dict[str, Any] = Field(description="A provider response object (chat completion, message, response).")
+    response: dict[str, Any] = Field(
+        description="A provider response object (chat completion, message, response).",
+        json_schema_extra={
+            "anyOf": [{"required": ["choices"]}, {"required": ["output"]}, {"required": ["content", "role"]}]
+        },
+    )
     format: Format | None = Field(default=None, description="Default: detected from the response's shape.")
 
 
@@ -243,17 +285,17 @@ class FactIn(_Strict):
         extra="forbid",
         json_schema_extra={"examples": [{"text": "Alice lives in Lisbon", "subject": "alice.home"}]},
     )
-    text: str = Field(min_length=1, max_length=4000, pattern=r"\S")
+    text: str = Field(min_length=1, max_length=4000, pattern=_VISIBLE)
     subject: str | None = Field(default=None, max_length=500)
     valid_from: datetime | None = None  # without an offset: UTC, as everywhere in convmem
     source_message_ids: list[str] = Field(default_factory=list, max_length=100)
     session_id: str | None = Field(default=None, pattern=SESSION_ID)
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_METADATA)
 
 
 class FactUpdateIn(_Strict):
-    text: str = Field(min_length=1, max_length=4000, pattern=r"\S")
+    text: str = Field(min_length=1, max_length=4000, pattern=_VISIBLE)
     subject: str | None = Field(default=None, max_length=500)
     reason: str = Field(default="updated", min_length=1, max_length=500)
 
@@ -302,6 +344,22 @@ class BlockPutIn(_Strict):
 
 
 class BlockEditIn(_Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        # What each op needs, stated where a client reads it (the service refuses the rest as invalid-edit).
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "properties": {"op": {"const": "append"}, "text": {"type": "string"}},
+                    "required": ["op", "text"],
+                },
+                {
+                    "properties": {"op": {"const": "replace"}, "old": {"type": "string"}, "new": {"type": "string"}},
+                    "required": ["op", "old", "new"],
+                },
+            ]
+        },
+    )
     op: Literal["append", "replace"]
     expected_version: int = Field(ge=1, le=2**53)
     text: str | None = Field(default=None, max_length=200_000, description="append: the text to add.")

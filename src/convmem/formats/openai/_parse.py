@@ -58,7 +58,7 @@ def from_openai(d: Mapping[str, Any]) -> Message:
     if type(d) is dict and len(d) == 2:
         text = d.get("content")
         role = d.get("role")
-        if type(text) is str and role in _PLAIN_ROLES:
+        if type(text) is str and type(role) is str and role in _PLAIN_ROLES:
             return Message(role=role, content=text)
     d = mapping(d, "message")
     role = required_str(d, "role", "role")
