@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
 
 from ..limits import MAX_INT
 from .tenancy import SESSION_ID
@@ -75,7 +76,7 @@ STORABLE_JSON: dict[str, Any] = {
 # A character str.strip() keeps: the library refuses a text that strips to nothing, and Python's whitespace
 # also counts the separators \x1c-\x1f and \x85, which a regex's \s does not.
 _VISIBLE = r"[^\s\x1c-\x1f\x85]"
-_METADATA = {"additionalProperties": {"$ref": "#/components/schemas/StorableJson"}}
+_METADATA: JsonDict = {"additionalProperties": {"$ref": "#/components/schemas/StorableJson"}}
 
 _EXAMPLE_MESSAGE: dict[str, Any] = {"role": "user", "content": "What's the weather in Paris?"}
 
