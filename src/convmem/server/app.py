@@ -28,11 +28,11 @@ from .. import __version__
 from ..errors import ConvmemError
 from .backends import Backend, open_backend
 from .deps import admin, tenant_of
+from .json_rules import STORABLE_JSON
 from .keys import KeyRegistry, open_registry
 from .links import add_links
 from .memories import MemoryService
 from .problems import MEDIA_TYPE, PROBLEM_SCHEMA, problem, problem_of
-from .schemas import STORABLE_JSON
 from .sessions import SessionService
 from .settings import Settings
 

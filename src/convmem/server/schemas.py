@@ -10,12 +10,13 @@ message is always in convmem's codec (:mod:`convmem.stores.codec`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic.config import JsonDict
 
-from ..limits import MAX_INT
+from .json_rules import BUDGET_KNOWN, EDIT_NEEDS, Scalar
+from .json_rules import METADATA as _METADATA
+from .json_rules import VISIBLE as _VISIBLE
 from .tenancy import SESSION_ID
 
 __all__ = [
@@ -57,27 +58,6 @@ __all__ = [
 Format = Literal["openai", "anthropic", "responses"]
 Strategy = Literal["token_budget", "sliding_window", "summary_buffer", "compaction"]
 Status = Literal["pinned", "active", "archived", "summarized", "cleared"]
-# Integers a store keeps exactly (limits.MAX_INT: a JSON number past 2**53 is not one for every reader).
-StorableInt = Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]
-Scalar = StorableInt | float | bool | str | None
-#: JSON as the stores keep it (limits.check_json): the members of a metadata object refer to this schema,
-#: which _openapi adds to the document's components. Depth and lone surrogates are not stated.
-STORABLE_JSON: dict[str, Any] = {
-    "anyOf": [
-        {"type": "string"},
-        {"type": "boolean"},
-        {"type": "null"},
-        {"type": "integer", "minimum": -MAX_INT, "maximum": MAX_INT},
-        {"type": "number", "not": {"type": "integer"}},
-        {"type": "array", "items": {"$ref": "#/components/schemas/StorableJson"}},
-        {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/StorableJson"}},
-    ]
-}
-# A character str.strip() keeps: the library refuses a text that strips to nothing, and Python's whitespace
-# also counts the separators \x1c-\x1f and \x85, which a regex's \s does not.
-_VISIBLE = r"[^\s\x1c-\x1f\x85]"
-_METADATA: JsonDict = {"additionalProperties": {"$ref": "#/components/schemas/StorableJson"}}
-
 _EXAMPLE_MESSAGE: dict[str, Any] = {"role": "user", "content": "What's the weather in Paris?"}
 
 
@@ -95,10 +75,7 @@ class SessionCreate(_Strict):
             # The budget must be known: a model, or max_tokens. Which model names the registry knows (snapshots,
             # vendor prefixes) and that max_output_tokens stays under the budget are rules JSON Schema cannot
             # state; the service refuses them with the library's own 422 (tests/server/test_schema_strictness.py).
-            "anyOf": [
-                {"required": ["max_tokens"], "not": {"properties": {"max_tokens": {"type": "null"}}}},
-                {"required": ["model"], "not": {"properties": {"model": {"type": "null"}}}},
-            ],
+            "anyOf": BUDGET_KNOWN,
         },
     )
     id: str | None = Field(default=None, pattern=SESSION_ID, description="Chosen by the client, or made up.")
@@ -348,18 +325,7 @@ class BlockEditIn(_Strict):
     model_config = ConfigDict(
         extra="forbid",
         # What each op needs, stated where a client reads it (the service refuses the rest as invalid-edit).
-        json_schema_extra={
-            "anyOf": [
-                {
-                    "properties": {"op": {"const": "append"}, "text": {"type": "string"}},
-                    "required": ["op", "text"],
-                },
-                {
-                    "properties": {"op": {"const": "replace"}, "old": {"type": "string"}, "new": {"type": "string"}},
-                    "required": ["op", "old", "new"],
-                },
-            ]
-        },
+        json_schema_extra={"anyOf": EDIT_NEEDS},
     )
     op: Literal["append", "replace"]
     expected_version: int = Field(ge=1, le=2**53)
