@@ -43,8 +43,9 @@ EXAMPLES = int(os.environ.get("CONVMEM_STRICT_EXAMPLES", "25"))
 STATE_ERRORS = {404, 409}
 PROBLEMS = "https://convmem.dev/problems/"
 # 422s that depend on what is stored, which no schema can know: a seq past the session's end (fork, turn),
-# a session longer than a replay may be, a replace whose old text is not in the block at that version.
-STATE_PROBLEMS = {f"{PROBLEMS}{kind}" for kind in ("invalid-seq", "replay-limit", "invalid-edit")}
+# a session longer than a replay may be, a replace whose old text is not in the block at that version, an edit
+# that takes the block past its token cap (block-edit: both depend on the block's stored text).
+STATE_PROBLEMS = {f"{PROBLEMS}{kind}" for kind in ("invalid-seq", "replay-limit", "invalid-edit", "block-edit")}
 
 
 def _problem_type(exc: ConvmemError) -> str:
