@@ -37,12 +37,17 @@ def document() -> dict[str, Any]:
             app.state.service.close()
 
 
+def _a_type(schema: dict[str, Any]) -> bool:
+    return any(key in schema for key in ("type", "$ref", "enum", "anyOf"))
+
+
 def ts_type(schema: dict[str, Any]) -> str:
     """A TypeScript type for a JSON Schema of FastAPI's (refs, anyOf, enums, objects, arrays, scalars)."""
     if "$ref" in schema:
         return str(schema["$ref"]).rsplit("/", 1)[-1]
-    if "anyOf" in schema:
+    if "anyOf" in schema and any(_a_type(s) for s in schema["anyOf"]):
         return " | ".join(dict.fromkeys(ts_type(s) for s in schema["anyOf"]))
+    # An anyOf of constraints only (which members are required together, a const): the object's own type.
     if "enum" in schema:
         return " | ".join(json.dumps(v) for v in schema["enum"])
     kind = schema.get("type")
@@ -56,7 +61,7 @@ def ts_type(schema: dict[str, Any]) -> str:
         if not props:
             extra = schema.get("additionalProperties", True)
             value = ts_type(extra) if isinstance(extra, dict) else "unknown"
-            return f"Record<string, {value}>"
+            return f"{{ [key: string]: {value} }}"  # not Record<>: a recursive alias (StorableJson) may not use it
         required = set(schema.get("required", ()))
         fields = [f"  {name}{'' if name in required else '?'}: {ts_type(sub)};" for name, sub in sorted(props.items())]
         return "{\n" + "\n".join(fields) + "\n}"

@@ -224,7 +224,7 @@ class Message:
 
     def __post_init__(self) -> None:
         role = self.role
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise InvalidMessageError(f"unknown role {role!r}; expected one of {sorted(ROLES)}", field="role")
         self._check_content()
         self._check_tool_fields()

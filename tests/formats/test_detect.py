@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from convmem.errors import ConfigurationError, InvalidMessageError
 from convmem.formats import (
@@ -160,7 +161,6 @@ _OPTIONS: dict[str, Any] = {
 }
 
 
-@settings(max_examples=examples(60), deadline=None)
 def _no_assistant_images(conversation: list[Message]) -> bool:
     """The Responses API takes no image in an assistant message (rendering refuses it)."""
     return not any(
@@ -169,6 +169,9 @@ def _no_assistant_images(conversation: list[Message]) -> bool:
     )
 
 
+# The settings were on the filter above, where Hypothesis ignores them, so this test ran with the 200 ms
+# deadline and the too-slow health check, and failed on a loaded machine (generating conversations is slow).
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(max_turns=3, system=False, **_OPTIONS).filter(_no_assistant_images))
 def test_detection_never_changes_the_result(conversation: list[Message]) -> None:
     """Whatever format detection settles on, the batch parses as its own format would."""
@@ -181,3 +184,34 @@ def test_detection_never_changes_the_result(conversation: list[Message]) -> None
     items = render(conversation, "responses")
     assert isinstance(items, list)
     assert parse_messages(items) == from_responses(items)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@given(
+    role=_JSON.filter(lambda r: not isinstance(r, str)),
+    part_type=_JSON.filter(lambda t: not isinstance(t, str)),
+    typed=st.booleans(),
+)
+@settings(deadline=None)  # the first example imports the memory's modules
+def test_a_role_or_part_type_that_is_no_string_is_an_invalid_message_not_a_crash(
+    role: object, part_type: object, typed: bool
+) -> None:
+    """A list or dict role (or content part type) does not hash: it was a TypeError, a 500 over HTTP."""
+    from convmem import Memory
+    from convmem.errors import InvalidMessageError
+    from convmem.stores.memory import MemoryStore
+
+    memory = Memory(store=MemoryStore(), session_id="s", max_tokens=1000)
+    items: list[dict[str, object]] = [
+        {"role": role, "content": "hi", **({"type": "message"} if typed else {})},
+        {"role": "user", "content": [{"type": part_type, "text": "hi"}]},
+    ]
+    for item in items:
+        with pytest.raises(InvalidMessageError):
+            memory.add_many([item])

@@ -53,6 +53,8 @@ def candidates(item: Mapping[str, Any], *, pinned_any: bool = False) -> frozense
         return frozenset({"responses"})  # an item_reference, whose type is optional
     found = ALL if kind is None else frozenset({"anthropic", "responses"})
     role = item.get("role")
+    if not isinstance(role, str):
+        role = None  # not a role of any format (a list would not even hash): the parser names the field
     if role in ("tool", "function"):
         found &= _OPENAI
     elif role in PINNED_ROLES and not pinned_any:
@@ -62,8 +64,8 @@ def candidates(item: Mapping[str, Any], *, pinned_any: bool = False) -> frozense
     content = item.get("content")
     if isinstance(content, list):
         for part in content:
-            if isinstance(part, Mapping):
-                found &= _PART_FORMATS.get(part.get("type"), ALL)  # type: ignore[arg-type]
+            if isinstance(part, Mapping) and isinstance(part.get("type"), str):
+                found &= _PART_FORMATS.get(part["type"], ALL)
     if kind == "message" and "responses" in found:
         # Anthropic only writes "type": "message" on response objects, whose blocks give them away.
         return frozenset({"responses"})

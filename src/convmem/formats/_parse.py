@@ -61,11 +61,16 @@ def parse_message(d: Mapping[str, Any]) -> Message:
     return messages[0]
 
 
+def _pinned(role: object) -> bool:
+    return isinstance(role, str) and role in PINNED_ROLES
+
+
 def _anthropic_system(d: Mapping[str, Any]) -> bool:
     """A system prompt given as Anthropic text blocks (``cache_control`` says so): kept as Anthropic's."""
     content = d.get("content")
     return (
-        d.get("role") in PINNED_ROLES
+        isinstance(d.get("role"), str)  # a list or dict role does not hash; the parser names it
+        and d.get("role") in PINNED_ROLES
         and isinstance(content, list)
         and all(isinstance(b, Mapping) and b.get("type") == "text" for b in content)
         and any("cache_control" in b for b in content)
@@ -168,7 +173,7 @@ def _anthropic_batch(items: Sequence[Mapping[str, Any]]) -> list[Message]:
     out: list[Message] = []
     start = 0
     for i, item in enumerate([*items, None]):
-        if item is not None and not (isinstance(item, Mapping) and item.get("role") in PINNED_ROLES):
+        if item is not None and not (isinstance(item, Mapping) and _pinned(item.get("role"))):
             continue
         try:
             out += from_anthropic(items[start:i])

@@ -19,14 +19,14 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from ..errors import InvalidMessageError
 from ..formats import parse_items
 from ..formats._carry import changes
 from ..formats.openai import moved_images, to_openai
 from ..limits import check_text
-from ..messages import Message
+from ..messages import Message, Role
 from ..tokens import ModelInfo, TokenCounter, counter_for, lookup_model
 
 __all__ = ["InputLike", "MessageLike", "keyed_by_id", "new_id", "parse_all", "rendered_alone", "resolve_counter"]
@@ -112,13 +112,13 @@ def _fast(item: MessageLike, index: int, now: datetime) -> Message | None:
     """A plain ``{"role", "content": str}`` dict, the most common input, without the general parser."""
     if type(item) is dict and item.keys() == _PLAIN_KEYS:
         role, content = item["role"], item["content"]
-        if role in _PLAIN_ROLES and type(content) is str:
+        if type(role) is str and role in _PLAIN_ROLES and type(content) is str:  # a list role does not hash
             if not content.isascii():  # lone surrogates are the only text the limits refuse
                 try:
                     check_text(content, "content")
                 except InvalidMessageError as exc:
                     raise exc.at(index) from None
-            return Message.trusted(role, content, new_id(), now)
+            return Message.trusted(cast(Role, role), content, new_id(), now)
     return None
 
 

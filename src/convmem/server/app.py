@@ -29,6 +29,7 @@ from ..errors import ConvmemError
 from ..telemetry import CONTENT_TYPE, HTTP_METRICS, MetricsRegistry, Telemetry
 from .backends import Backend, open_backend
 from .deps import admin, tenant_of
+from .json_rules import STORABLE_JSON
 from .keys import KeyRegistry, open_registry
 from .links import add_links
 from .memories import MemoryService
@@ -223,6 +224,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     )
     components = schema.setdefault("components", {})
     components.setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+    components["schemas"]["StorableJson"] = STORABLE_JSON
     for path in schema["paths"].values():
         for operation in path.values():
             responses = operation.get("responses", {})
@@ -231,8 +233,20 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     for name in ("HTTPValidationError", "ValidationError"):
         components["schemas"].pop(name, None)
     add_links(schema)
+    _this_service(schema, app)
     app.openapi_schema = schema
     return schema
+
+
+def _this_service(schema: dict[str, Any], app: FastAPI) -> None:
+    """The document describes this service: a search may name only the recall modes it can serve (dense ones
+    need an embedder), so a schema-valid body is never refused for its mode."""
+    service = getattr(app.state, "service", None)
+    recall = schema.get("components", {}).get("schemas", {}).get("RecallIn")
+    if service is None or recall is None:
+        return
+    modes, _ = service.memories.modes()
+    recall["properties"]["mode"]["anyOf"] = [{"enum": modes, "type": "string"}, {"type": "null"}]
 
 
 _UI_HEADERS = [

@@ -1,4 +1,11 @@
-"""OpenAPI links: how one operation's response feeds the next (schemathesis follows them statefully)."""
+"""OpenAPI links: how one operation's response feeds the next (schemathesis follows them statefully).
+
+Every expression reads the source response's body or a path parameter, never ``$request.query.*``: an
+optional query parameter the request left out does not resolve, and the link then loses the user it was
+about. Each body it reads is a required member of that response's schema (``user_id`` is null for the
+anonymous user, which a link sends as no ``user_id`` at all). tests/server/test_openapi_links.py resolves
+every expression against every documented response.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,8 @@ from typing import Any
 
 __all__ = ["add_links"]
 
-_SESSION = {"session_id": "$response.body#/id", "user_id": "$request.query.user_id"}
-_SAME_SESSION = {"session_id": "$request.path.session_id", "user_id": "$request.query.user_id"}
+_SESSION = {"session_id": "$response.body#/id", "user_id": "$response.body#/user_id"}
+_SAME_SESSION = {"session_id": "$response.body#/session_id", "user_id": "$response.body#/user_id"}
 _FROM_SESSION = (
     "getSession",
     "updateSession",
@@ -34,11 +41,11 @@ _LINKS: dict[tuple[str, str, str], dict[str, Any]] = {
         ("getContext", "listMessages", "forkSession", "getSession", "listSummaries", "exportSession"), _SAME_SESSION
     ),
     ("/v1/facts", "post", "201"): {
-        op: {"fact_id": "$response.body#/id", "user_id": "$request.query.user_id"}
+        op: {"fact_id": "$response.body#/id", "user_id": "$response.body#/user_id"}
         for op in ("invalidateFact", "updateFact")
     },
     ("/v1/blocks/{name}", "put", "200"): {
-        op: {"name": "$request.path.name", "user_id": "$request.query.user_id"} for op in ("getBlock", "editBlock")
+        op: {"name": "$response.body#/name", "user_id": "$response.body#/user_id"} for op in ("getBlock", "editBlock")
     },
     ("/v1/admin/tenants/{tenant}/keys", "post", "201"): {"revokeKey": {"key_id": "$response.body#/key_id"}},
 }

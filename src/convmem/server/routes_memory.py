@@ -103,14 +103,14 @@ def invalidate_fact(fact_id: FactId, body: FactInvalidateIn, scope: UserScope, s
 @router.get("/blocks", response_model=list[BlockOut], responses=responses(), tags=["blocks"], operation_id="listBlocks")
 def list_blocks(scope: UserScope, service: Svc) -> list[dict[str, Any]]:
     """The user's working blocks (shown in every context of the user's sessions)."""
-    return [block_view(r) for r in service.memories.list_blocks(scope)]
+    return [block_view(scope, r) for r in service.memories.list_blocks(scope)]
 
 
 @router.get(
     "/blocks/{name}", response_model=BlockOut, responses=responses(404), tags=["blocks"], operation_id="getBlock"
 )
 def get_block(name: BlockName, scope: UserScope, service: Svc) -> dict[str, Any]:
-    return block_view(service.memories.get_block(scope, name))
+    return block_view(scope, service.memories.get_block(scope, name))
 
 
 @router.put(
@@ -118,7 +118,7 @@ def get_block(name: BlockName, scope: UserScope, service: Svc) -> dict[str, Any]
 )
 def put_block(name: BlockName, body: BlockPutIn, scope: UserScope, service: Svc) -> dict[str, Any]:
     """Create a block (``expected_version`` 0) or replace its value (the version you read)."""
-    return block_view(service.memories.put_block(scope, name, body.model_dump()))
+    return block_view(scope, service.memories.put_block(scope, name, body.model_dump()))
 
 
 @router.post(
@@ -130,7 +130,7 @@ def put_block(name: BlockName, body: BlockPutIn, scope: UserScope, service: Svc)
 )
 def edit_block(name: BlockName, body: BlockEditIn, scope: UserScope, service: Svc) -> dict[str, Any]:
     """Append to a block, or replace the one occurrence of a text in it, at the version you read."""
-    return block_view(service.memories.edit_block(scope, name, body.model_dump()))
+    return block_view(scope, service.memories.edit_block(scope, name, body.model_dump()))
 
 
 @router.post("/recall", response_model=RecallOut, responses=responses(404, 409), tags=["recall"], operation_id="recall")

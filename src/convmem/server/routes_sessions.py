@@ -30,7 +30,7 @@ from .schemas import (
     TurnOut,
     UsageIn,
 )
-from .views import context_view, detail_view, message_view, session_view, summary_view
+from .views import added_view, context_view, detail_view, message_view, session_view, summary_view
 
 __all__ = ["router"]
 
@@ -125,7 +125,7 @@ def add_messages(
     A message's ``id`` (in any format) is its idempotency key: sending it again stores nothing.
     """
     added = service.sessions.add(scope, session_id, body.messages, codec=body.format == "convmem", key=key)
-    return {"messages": [message_view(scope, m) for m in added]}
+    return added_view(scope, session_id, added)
 
 
 @router.get(
@@ -163,7 +163,7 @@ def add_response(
 ) -> dict[str, Any]:
     """Add a provider response's output (and record its usage, once: a repeat under the same key adds neither)."""
     added = service.sessions.add_response(scope, session_id, body.response, body.format, key=key)
-    return {"messages": [message_view(scope, m) for m in added]}
+    return added_view(scope, session_id, added)
 
 
 @router.post("/{session_id}/usage", responses=responses(404, 409), operation_id="recordUsage")
@@ -195,7 +195,7 @@ def clear(session_id: SessionPath, body: ClearIn, scope: UserScope, service: Svc
 )
 def rollback(session_id: SessionPath, scope: UserScope, service: Svc) -> dict[str, Any]:
     """Delete a trailing tool call that lacks results; returns what was removed."""
-    return {"messages": [message_view(scope, m) for m in service.sessions.rollback(scope, session_id)]}
+    return added_view(scope, session_id, service.sessions.rollback(scope, session_id))
 
 
 @router.post(
@@ -207,7 +207,7 @@ def rollback(session_id: SessionPath, scope: UserScope, service: Svc) -> dict[st
 )
 def repair(session_id: SessionPath, scope: UserScope, service: Svc) -> dict[str, Any]:
     """Answer unanswered trailing tool calls with marked synthetic results; returns the added messages."""
-    return {"messages": [message_view(scope, m) for m in service.sessions.repair(scope, session_id)]}
+    return added_view(scope, session_id, service.sessions.repair(scope, session_id))
 
 
 @router.get("/{session_id}/turns/{seq}", response_model=TurnOut, responses=responses(404, 409), operation_id="getTurn")

@@ -14,6 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .json_rules import BUDGET_KNOWN, EDIT_NEEDS, Scalar
+from .json_rules import METADATA as _METADATA
+from .json_rules import VISIBLE as _VISIBLE
 from .tenancy import SESSION_ID
 
 __all__ = [
@@ -55,8 +58,6 @@ __all__ = [
 Format = Literal["openai", "anthropic", "responses"]
 Strategy = Literal["token_budget", "sliding_window", "summary_buffer", "compaction"]
 Status = Literal["pinned", "active", "archived", "summarized", "cleared"]
-Scalar = int | float | bool | str | None
-
 _EXAMPLE_MESSAGE: dict[str, Any] = {"role": "user", "content": "What's the weather in Paris?"}
 
 
@@ -69,7 +70,13 @@ class SessionCreate(_Strict):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"model": "gpt-4o", "max_output_tokens": 1024, "title": "Trip planning"}]},
+        json_schema_extra={
+            "examples": [{"model": "gpt-4o", "max_output_tokens": 1024, "title": "Trip planning"}],
+            # The budget must be known: a model, or max_tokens. Which model names the registry knows (snapshots,
+            # vendor prefixes) and that max_output_tokens stays under the budget are rules JSON Schema cannot
+            # state; the service refuses them with the library's own 422 (tests/server/test_schema_strictness.py).
+            "anyOf": BUDGET_KNOWN,
+        },
     )
     id: str | None = Field(default=None, pattern=SESSION_ID, description="Chosen by the client, or made up.")
     model: str | None = Field(default=None, max_length=200)
@@ -81,7 +88,7 @@ class SessionCreate(_Strict):
     on_overflow: Literal["truncate", "raise"] = "truncate"
     format: Format = "openai"
     title: str | None = Field(default=None, max_length=500)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_METADATA)
 
 
 class SessionOut(BaseModel):
@@ -114,7 +121,9 @@ class SessionList(BaseModel):
 
 class SessionUpdate(_Strict):
     title: str | None = Field(default=None, max_length=500)
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"anyOf": [{"type": "object", **_METADATA}, {"type": "null"}]}
+    )
 
 
 class ForkIn(_Strict):
@@ -128,13 +137,23 @@ class ImportIn(_Strict):
 
 class MessagesIn(_Strict):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"messages": [_EXAMPLE_MESSAGE]}]})
-    messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000)
+    messages: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=1000,
+        # A message has a role (OpenAI, Anthropic, a Responses message) or a type (a Responses item): the
+        # formats' own rules beyond that are the library's parsers' (the same 422 in process and over HTTP).
+        json_schema_extra={"items": {"type": "object", "anyOf": [{"required": ["role"]}, {"required": ["type"]}]}},
+    )
     format: Literal["auto", "convmem"] = Field(
         default="auto", description="auto: OpenAI, Anthropic or Responses dicts, detected; convmem: the codec."
     )
 
 
 class MessagesAdded(BaseModel):
+    # The session and user they went into, so that a link to the next call resolves from the response even
+    # when the request named no user (``$request.query.user_id`` does not resolve then).
+    session_id: str = Field(description="The session the messages are in.")
+    user_id: str | None = Field(description="The user within the key's tenant (null: the anonymous user).")
     messages: list[dict[str, Any]] = Field(description="The messages as stored (convmem codec), with id and time.")
 
 
@@ -204,7 +223,12 @@ class ContextOut(BaseModel):
 
 
 class ResponseIn(_Strict):
-    response: dict[str, Any] = Field(description="A provider response object (chat completion, message, response).")
+    response: dict[str, Any] = Field(
+        description="A provider response object (chat completion, message, response).",
+        json_schema_extra={
+            "anyOf": [{"required": ["choices"]}, {"required": ["output"]}, {"required": ["content", "role"]}]
+        },
+    )
     format: Format | None = Field(default=None, description="Default: detected from the response's shape.")
 
 
@@ -239,17 +263,17 @@ class FactIn(_Strict):
         extra="forbid",
         json_schema_extra={"examples": [{"text": "Alice lives in Lisbon", "subject": "alice.home"}]},
     )
-    text: str = Field(min_length=1, max_length=4000, pattern=r"\S")
+    text: str = Field(min_length=1, max_length=4000, pattern=_VISIBLE)
     subject: str | None = Field(default=None, max_length=500)
     valid_from: datetime | None = None  # without an offset: UTC, as everywhere in convmem
     source_message_ids: list[str] = Field(default_factory=list, max_length=100)
     session_id: str | None = Field(default=None, pattern=SESSION_ID)
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_METADATA)
 
 
 class FactUpdateIn(_Strict):
-    text: str = Field(min_length=1, max_length=4000, pattern=r"\S")
+    text: str = Field(min_length=1, max_length=4000, pattern=_VISIBLE)
     subject: str | None = Field(default=None, max_length=500)
     reason: str = Field(default="updated", min_length=1, max_length=500)
 
@@ -278,6 +302,7 @@ class FactOut(BaseModel):
 
 class BlockOut(BaseModel):
     name: str
+    user_id: str | None = Field(description="The user the block belongs to (null: the tenant's anonymous user).")
     value: str
     version: int
     priority: int
@@ -297,6 +322,11 @@ class BlockPutIn(_Strict):
 
 
 class BlockEditIn(_Strict):
+    model_config = ConfigDict(
+        extra="forbid",
+        # What each op needs, stated where a client reads it (the service refuses the rest as invalid-edit).
+        json_schema_extra={"anyOf": EDIT_NEEDS},
+    )
     op: Literal["append", "replace"]
     expected_version: int = Field(ge=1, le=2**53)
     text: str | None = Field(default=None, max_length=200_000, description="append: the text to add.")

@@ -35,7 +35,11 @@ __all__ = ["SESSION_ID", "TENANT_NAME", "USER_ID", "Scope", "check_tenant"]
 
 TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 SESSION_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
-USER_ID = r"^[^\x00-\x1f\x7f]{1,200}$"
+# A store keeps ``<tenant>:<user>`` in 200 bytes of UTF-8 without a control character (limits.check_id), and a
+# tenant name takes up to 41 of them. JSON Schema counts characters, not bytes, so the rule it can state
+# exactly is: up to 159 printable ASCII characters, or up to 39 of any others (4 bytes each at most). The
+# pattern is both the OpenAPI document's and the service's check (FastAPI validates the query by it).
+USER_ID = r"^(?:[\x20-\x7e]{1,159}|[^\x00-\x1f\x7f-\x9f]{1,39})$"
 
 
 def check_tenant(name: str) -> str:

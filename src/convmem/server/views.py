@@ -18,6 +18,7 @@ from .replay import SummaryStep
 from .tenancy import Scope
 
 __all__ = [
+    "added_view",
     "block_view",
     "context_view",
     "detail_view",
@@ -56,6 +57,11 @@ def detail_view(scope: Scope, info: SessionInfo, memory: Memory, state_config: d
         "stats": stats,
         "pending_tool_calls": memory.pending_tool_calls,
     }
+
+
+def added_view(scope: Scope, session_id: str, messages: list[Message]) -> dict[str, Any]:
+    """A ``MessagesAdded`` body: the messages and the session and user they are in."""
+    return {"session_id": session_id, "user_id": scope.user_id, "messages": [message_view(scope, m) for m in messages]}
 
 
 def message_view(scope: Scope, message: Message) -> dict[str, Any]:
@@ -103,9 +109,10 @@ def fact_view(scope: Scope, fact: Fact) -> dict[str, Any]:
     }
 
 
-def block_view(record: BlockRecord) -> dict[str, Any]:
+def block_view(scope: Scope, record: BlockRecord) -> dict[str, Any]:
     return {
         "name": record.name,
+        "user_id": scope.user_id,
         "value": record.value,
         "version": record.version,
         "priority": record.priority,

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
-from ...messages import FilePart, Message, Part, TextPart, ToolCall
+from ...messages import FilePart, Message, Part, Role, TextPart, ToolCall
 from .._common import (
     audio_from,
     batch,
@@ -58,8 +58,8 @@ def from_openai(d: Mapping[str, Any]) -> Message:
     if type(d) is dict and len(d) == 2:
         text = d.get("content")
         role = d.get("role")
-        if type(text) is str and role in _PLAIN_ROLES:
-            return Message(role=role, content=text)
+        if type(text) is str and type(role) is str and role in _PLAIN_ROLES:  # a list role does not hash
+            return Message(role=cast(Role, role), content=text)
     d = mapping(d, "message")
     role = required_str(d, "role", "role")
     raw = d.get("content")
