@@ -28,12 +28,14 @@ from .fakes import RecordingSummarizer
 IDENTITY = {"self", "store", "session_id", "user_id"}
 #: The ones it turns into blocks and sinks from the session's store (``memory._longterm``), not options of their own.
 WIRING = {"facts", "recall"}
+#: What watches the memory without changing what it sends (``convmem.telemetry``): not an option of the session.
+OBSERVERS = {"telemetry"}
 
 
 def test_the_constructor_takes_exactly_the_options_with_the_same_types_and_defaults() -> None:
     parameters = inspect.signature(MemoryBase.__init__).parameters
     fields = {f.name: f for f in dataclasses.fields(Options)}
-    assert set(parameters) - IDENTITY - WIRING == set(fields)
+    assert set(parameters) - IDENTITY - WIRING - OBSERVERS == set(fields)
     for name, field in fields.items():
         parameter = parameters[name]
         assert parameter.annotation == field.type, name
