@@ -114,3 +114,32 @@ def test_the_updates_of_an_append_burst_are_heap_only(pg: tuple[PostgresStore, s
     assert updates >= 399, f"the server reported {updates} updates of the session row"
     # A second of burst keeps the listing key; only its moves (about one a second here) may leave the page.
     assert hot >= 0.9 * updates, f"{hot} of {updates} updates of the session row were heap-only"
+
+
+def _scans_of_messages(schema: str) -> int:
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = %s AND relname = 'messages'", (schema,)
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.slow
+def test_an_append_reads_no_other_history(pg: tuple[PostgresStore, str]) -> None:
+    """The check that a batch holds no id of a fork's shared history ran as a join that the planner made a
+    sequential scan of the whole messages table, every user's, on every append: per-add cost rose with it."""
+    store, schema = pg
+    for n in range(20):  # other history, so that a scan of the table is not free
+        store.append(AppendRequest(f"other{n}", numbered(100), user_id="someone"))
+    memory = Memory(store=store, session_id="burst", user_id="u", max_tokens=300)
+    memory.add(Message(role="user", content="the first message"))
+    deadline = time.monotonic() + 30
+    while _session_updates(schema)[0] < 1 and time.monotonic() < deadline:
+        time.sleep(0.5)  # the statistics so far, as the server has them
+    before = _scans_of_messages(schema)
+    for i in range(200):
+        memory.add(Message(role="user" if i % 2 else "assistant", content=f"message {i} about the plan"))
+    while _session_updates(schema)[0] < 200 and time.monotonic() < deadline + 30:
+        time.sleep(0.5)
+    scans = _scans_of_messages(schema) - before
+    assert scans < 20, f"200 appends made {scans} sequential scans of the messages table"

@@ -112,8 +112,14 @@ _ANCESTORS = """
         WHERE p.parent_id IS NOT NULL
     ),
     shared AS (
-        SELECT 1 FROM ancestors a JOIN messages m ON m.session_id = a.sid AND m.seq <= a.cap
-        WHERE m.id = ANY(%(ids)s::text[]) LIMIT 1
+        -- Only per ancestor: as a join, the planner scanned the whole messages table for the ids on every
+        -- append, before finding that the session has no ancestors (a per-add cost growing with every user's
+        -- history). A fork's append may still scan (the planner's choice inside the subplan).
+        SELECT 1 FROM ancestors a WHERE EXISTS (
+            SELECT 1 FROM messages m
+            WHERE m.session_id = a.sid AND m.id = ANY(%(ids)s::text[]) AND m.seq <= a.cap
+        )
+        LIMIT 1
     ),
 """
 _CHECKED = """
